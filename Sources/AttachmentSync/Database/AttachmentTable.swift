@@ -1,0 +1,37 @@
+/// The columns of the attachments table, in the order they are created.
+///
+/// `local_uri` holds the file's path relative to the queue's attachments directory (apps' sandbox paths
+/// change between launches, so absolute paths are never stored).
+let attachmentTableColumns: [Column] = [
+    .text("filename"),
+    .text("local_uri"),
+    .integer("timestamp"),
+    .integer("size"),
+    .text("media_type"),
+    .integer("state"),
+    .integer("has_synced"),
+    .text("meta_data"),
+]
+
+/// The definition of the local-only table in which the attachment queue keeps each attachment's state.
+///
+/// Add it to your ``Schema`` next to your own tables and give the queue the same name (the default,
+/// `attachments`, on both sides):
+///
+/// ```swift
+/// let schema = Schema(tables: [
+///     checklists,
+///     createAttachmentTable(name: "attachments"),
+/// ])
+/// ```
+///
+/// Its columns, besides the implicit `id TEXT PRIMARY KEY`: `filename` (TEXT), `local_uri` (TEXT, relative
+/// to the attachments directory), `timestamp` (INTEGER, milliseconds since 1970 of the last change), `size`
+/// (INTEGER, bytes), `media_type` (TEXT), `state` (INTEGER, an ``AttachmentState`` raw value),
+/// `has_synced` (INTEGER, whether the file ever reached remote storage) and `meta_data` (TEXT, the app's
+/// own, JSON for instance). Opening a database whose attachments table lacks newer columns adds them.
+///
+/// - Parameter name: The table's name. The default is `attachments`.
+public func createAttachmentTable(name: String = "attachments") -> Table {
+    Table(name: name, columns: attachmentTableColumns, localOnly: true)
+}

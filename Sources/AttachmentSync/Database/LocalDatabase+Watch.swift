@@ -1,0 +1,92 @@
+import Dispatch
+import GRDB
+
+extension LocalDatabase {
+    /// Watches a query: the returned stream yields the query's current result first, then a fresh result
+    /// after every committed transaction that changes a table (or column) the query reads.
+    ///
+    /// Transactions that touch only other tables never wake the watch, and a result equal to the previous
+    /// one is not yielded again. The stream keeps only the newest result for a consumer that is behind, so
+    /// a slow consumer always reads the current state and memory stays bounded. Cancelling the task that
+    /// iterates the stream (or dropping the stream) stops the observation and frees it; ``close()`` ends
+    /// the stream normally.
+    ///
+    /// ```swift
+    /// let stream = try db.watch(
+    ///     options: WatchOptions(
+    ///         sql: "SELECT photo_id FROM checklists WHERE photo_id IS NOT NULL",
+    ///         parameters: [],
+    ///         mapper: { cursor in try cursor.getString(name: "photo_id") }
+    ///     )
+    /// )
+    /// for try await photoIds in stream {
+    ///     print("photos:", photoIds)
+    /// }
+    /// ```
+    ///
+    /// - Throws: ``LocalDatabaseError`` with code ``LocalDatabaseError/Code-swift.struct/sqlError`` right
+    ///   away when the SQL or its parameter count is wrong, ``LocalDatabaseError/Code-swift.struct/closed``
+    ///   after ``close()``. An error thrown later (by the mapper, say) ends the stream with that error.
+    public func watch<RowType: Sendable>(
+        options: WatchOptions<RowType>
+    ) throws -> AsyncThrowingStream<[RowType], any Error> {
+        try ensureOpen()
+        let sql = options.sql
+        let arguments = StatementArguments(options.parameters)
+        let mapper = options.mapper
+        // Compile the statement now, so a typo fails at the call rather than in the stream. The reentrant
+        // read only prepares; it does not read any table.
+        try LocalDatabaseError.converting(sql: sql) {
+            try writer.unsafeReentrantRead { db in
+                let statement = try db.makeStatement(sql: sql)
+                try statement.validateArguments(arguments)
+            }
+        }
+
+        let observation =
+            ValueObservation
+            .tracking { db in try SqlTransaction(db).fetchResultSet(sql: sql, arguments: arguments) }
+            // A DatabasePool can deliver its first value twice; equal results carry no news either.
+            .removeDuplicates()
+            .map { resultSet in try resultSet.map(mapper) }
+
+        let (stream, continuation) = AsyncThrowingStream.makeStream(
+            of: [RowType].self,
+            throwing: (any Error).self,
+            bufferingPolicy: .bufferingNewest(1)
+        )
+        let cancellable = observation.start(
+            in: writer,
+            scheduling: .async(onQueue: watchQueue),
+            onError: { error in continuation.finish(throwing: LocalDatabaseError.wrapping(error, sql: sql)) },
+            onChange: { rows in continuation.yield(rows) }
+        )
+        let id = state.withLock { state -> Int? in
+            guard !state.isClosed else { return nil }
+            state.nextWatchID += 1
+            state.watches[state.nextWatchID] = RegisteredWatch(cancellable: cancellable) { continuation.finish() }
+            return state.nextWatchID
+        }
+        guard let id else {
+            cancellable.cancel()
+            throw LocalDatabaseError(code: .closed, message: "the database is closed", path: path)
+        }
+        continuation.onTermination = { [weak self] _ in
+            cancellable.cancel()
+            _ = self?.state.withLock { $0.watches.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    /// Watches a query; the same as ``watch(options:)`` with the options spelled out.
+    public func watch<RowType: Sendable>(
+        sql: String,
+        parameters: SqlParameters = [],
+        mapper: @escaping @Sendable (SqlCursor) throws -> RowType
+    ) throws -> AsyncThrowingStream<[RowType], any Error> {
+        try watch(options: WatchOptions(sql: sql, parameters: parameters, mapper: mapper))
+    }
+
+    /// The number of watches currently observing the database.
+    var activeWatchCount: Int { state.withLock { $0.watches.count } }
+}

@@ -1,0 +1,254 @@
+import Foundation
+import GRDB
+import Logging
+
+/// A local SQLite database with a PowerSync-shaped API: a ``Schema``, SQL with parameters, watched queries
+/// and transactions. It holds the app's own rows and the attachment queue's table, so both change in one
+/// transaction.
+///
+/// It runs on GRDB, on Linux and Apple platforms alike. A file database uses WAL mode with concurrent
+/// readers; an app that already has a GRDB `DatabasePool` or `DatabaseQueue` hands it over with
+/// ``init(writer:schema:configuration:)``.
+///
+/// ```swift
+/// let schema = Schema(tables: [
+///     Table(name: "checklists", columns: [.text("description"), .integer("completed"), .text("photo_id")]),
+///     createAttachmentTable(name: "attachments"),
+/// ])
+/// let db = try LocalDatabase(path: "/path/to/app.sqlite", schema: schema)
+/// try await db.execute(
+///     sql: "INSERT INTO checklists (id, description, completed) VALUES (?, ?, ?)",
+///     parameters: [UUID().uuidString, "Check the fire exits", false]
+/// )
+/// ```
+///
+/// Opening applies the schema: missing tables, columns and indexes are created; nothing is dropped or
+/// rewritten. Every method is safe to call from any task.
+public final class LocalDatabase: Sendable {
+    /// Options for opening a database.
+    public struct Configuration: Sendable {
+        /// How long a write waits for a lock held by another process (another app extension, say) before it
+        /// fails. The default is 5 seconds.
+        public var busyTimeout: TimeInterval = 5
+        /// The most read connections a file database opens at once. The default is 5.
+        public var maximumReaderCount: Int = 5
+        /// Where schema changes are logged (at `debug` level). The default discards everything.
+        public var logger: Logger = Logger(label: "AttachmentSync.LocalDatabase") { _ in SwiftLogNoOpLogHandler() }
+
+        /// Creates a configuration with the defaults.
+        public init() {}
+    }
+
+    /// The GRDB connection (a `DatabasePool`, or a `DatabaseQueue` for in-memory databases), for apps that
+    /// want GRDB's own API next to this one.
+    public let writer: any DatabaseWriter
+    /// The schema applied when the database was opened.
+    public let schema: Schema
+    /// The database file's path, or `nil` for an in-memory database or an adopted writer.
+    public let path: String?
+
+    let state = LockedValue(State())
+    /// Notifications of watches run here, off the database's own queues.
+    let watchQueue = DispatchQueue(label: "AttachmentSync.LocalDatabase.watch")
+
+    struct State: Sendable {
+        var isClosed = false
+        var nextWatchID = 0
+        var watches: [Int: RegisteredWatch] = [:]
+    }
+
+    struct RegisteredWatch: Sendable {
+        let cancellable: AnyDatabaseCancellable
+        let finish: @Sendable () -> Void
+    }
+
+    /// Opens (creating it if needed) the database file at `path` in WAL mode, and applies `schema`.
+    ///
+    /// Missing parent folders are created.
+    ///
+    /// - Throws: ``LocalDatabaseError`` with code ``LocalDatabaseError/Code-swift.struct/invalidPath`` when
+    ///   the path is empty or its folder cannot be created, ``LocalDatabaseError/Code-swift.struct/invalidIdentifier``
+    ///   or ``LocalDatabaseError/Code-swift.struct/invalidSchema`` for a bad schema, and
+    ///   ``LocalDatabaseError/Code-swift.struct/sqlError`` when SQLite cannot open the file.
+    public convenience init(path: String, schema: Schema, configuration: Configuration = Configuration()) throws {
+        try schema.validate()
+        guard !path.isEmpty, path != ":memory:" else {
+            throw LocalDatabaseError(
+                code: .invalidPath,
+                message:
+                    "a database path must name a file; use LocalDatabase.inMemory(schema:) for an in-memory database",
+                path: path
+            )
+        }
+        let folder = URL(fileURLWithPath: path).deletingLastPathComponent()
+        do {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        } catch {
+            throw LocalDatabaseError(
+                code: .invalidPath,
+                message: "cannot create the folder \(String(reflecting: folder.path)) for the database: "
+                    + error.localizedDescription,
+                path: path,
+                underlying: error
+            )
+        }
+        var grdbConfiguration = GRDB.Configuration()
+        grdbConfiguration.label = "AttachmentSync.LocalDatabase"
+        grdbConfiguration.busyMode = .timeout(configuration.busyTimeout)
+        grdbConfiguration.maximumReaderCount = configuration.maximumReaderCount
+        let pool: DatabasePool
+        do {
+            pool = try DatabasePool(path: path, configuration: grdbConfiguration)
+        } catch {
+            var wrapped = LocalDatabaseError.wrapping(error) as? LocalDatabaseError
+            wrapped?.path = path
+            throw wrapped ?? error
+        }
+        try self.init(validatedWriter: pool, schema: schema, path: path, configuration: configuration)
+    }
+
+    /// Adopts an app's existing GRDB `DatabasePool` or `DatabaseQueue` and applies `schema` to it.
+    ///
+    /// The app keeps using the writer for its own GRDB code; watches of this database see its writes and
+    /// the other way round. ``close()`` closes the writer.
+    public convenience init(
+        writer: any DatabaseWriter,
+        schema: Schema,
+        configuration: Configuration = Configuration()
+    ) throws {
+        try schema.validate()
+        try self.init(validatedWriter: writer, schema: schema, path: nil, configuration: configuration)
+    }
+
+    /// Opens a new, empty in-memory database with `schema` applied. It disappears when closed or released;
+    /// use it in tests and previews.
+    public static func inMemory(schema: Schema, configuration: Configuration = Configuration()) throws -> LocalDatabase
+    {
+        try schema.validate()
+        var grdbConfiguration = GRDB.Configuration()
+        grdbConfiguration.label = "AttachmentSync.LocalDatabase.inMemory"
+        let queue = try LocalDatabaseError.converting { try DatabaseQueue(configuration: grdbConfiguration) }
+        return try LocalDatabase(validatedWriter: queue, schema: schema, path: nil, configuration: configuration)
+    }
+
+    private init(validatedWriter: any DatabaseWriter, schema: Schema, path: String?, configuration: Configuration)
+        throws
+    {
+        self.writer = validatedWriter
+        self.schema = schema
+        self.path = path
+        let logger = configuration.logger
+        try LocalDatabaseError.converting {
+            try validatedWriter.write { db in try SchemaApplier(db: db, logger: logger).apply(schema) }
+        }
+    }
+
+    // MARK: - Statements
+
+    /// Executes one or more SQL statements in their own transaction.
+    ///
+    /// - Returns: The number of rows the last `INSERT`, `UPDATE` or `DELETE` changed; `0` for other
+    ///   statements.
+    /// - Throws: ``LocalDatabaseError`` with code ``LocalDatabaseError/Code-swift.struct/sqlError`` when
+    ///   SQLite rejects the statement, ``LocalDatabaseError/Code-swift.struct/closed`` after ``close()``.
+    @discardableResult
+    public func execute(sql: String, parameters: SqlParameters = []) async throws -> Int {
+        try await writeTransaction { tx in try tx.execute(sql: sql, parameters: parameters) }
+    }
+
+    /// Runs a query and maps every row with `mapper`.
+    ///
+    /// ```swift
+    /// let names = try await db.getAll(sql: "SELECT name FROM lists ORDER BY name") { cursor in
+    ///     try cursor.getString(name: "name")
+    /// }
+    /// ```
+    public func getAll<T: Sendable>(
+        sql: String,
+        parameters: SqlParameters = [],
+        mapper: @escaping @Sendable (SqlCursor) throws -> T
+    ) async throws -> [T] {
+        try await readTransaction { tx in try tx.getAll(sql: sql, parameters: parameters, mapper: mapper) }
+    }
+
+    /// Runs a query and maps its first row.
+    ///
+    /// - Throws: ``LocalDatabaseError`` with code ``LocalDatabaseError/Code-swift.struct/noRows`` when the
+    ///   query returns no row.
+    public func get<T: Sendable>(
+        sql: String,
+        parameters: SqlParameters = [],
+        mapper: @escaping @Sendable (SqlCursor) throws -> T
+    ) async throws -> T {
+        try await readTransaction { tx in try tx.get(sql: sql, parameters: parameters, mapper: mapper) }
+    }
+
+    /// Runs a query and maps its first row, or returns `nil` when it has none.
+    public func getOptional<T: Sendable>(
+        sql: String,
+        parameters: SqlParameters = [],
+        mapper: @escaping @Sendable (SqlCursor) throws -> T
+    ) async throws -> T? {
+        try await readTransaction { tx in try tx.getOptional(sql: sql, parameters: parameters, mapper: mapper) }
+    }
+
+    // MARK: - Transactions
+
+    /// Runs `body` in a write transaction: it commits when `body` returns and rolls back every change when
+    /// `body` throws (the error is rethrown as it was thrown).
+    ///
+    /// Writes are serialized; reads and watches go on meanwhile and see the changes once committed.
+    @discardableResult
+    public func writeTransaction<Result: Sendable>(
+        _ body: @escaping @Sendable (SqlTransaction) throws -> Result
+    ) async throws -> Result {
+        try ensureOpen()
+        do {
+            return try await writer.write { db in try body(SqlTransaction(db)) }
+        } catch {
+            throw LocalDatabaseError.wrapping(error)
+        }
+    }
+
+    /// Runs `body` in a read-only transaction that sees one consistent snapshot of the database.
+    ///
+    /// Writing through the transaction fails with ``LocalDatabaseError/Code-swift.struct/sqlError``.
+    @discardableResult
+    public func readTransaction<Result: Sendable>(
+        _ body: @escaping @Sendable (SqlTransaction) throws -> Result
+    ) async throws -> Result {
+        try ensureOpen()
+        do {
+            return try await writer.read { db in try body(SqlTransaction(db)) }
+        } catch {
+            throw LocalDatabaseError.wrapping(error)
+        }
+    }
+
+    // MARK: - Closing
+
+    /// Ends every watch and closes the database's connections. Later calls throw
+    /// ``LocalDatabaseError/Code-swift.struct/closed``. Closing twice is harmless.
+    public func close() throws {
+        let watches = state.withLock { state -> [RegisteredWatch] in
+            guard !state.isClosed else { return [] }
+            state.isClosed = true
+            defer { state.watches = [:] }
+            return Array(state.watches.values)
+        }
+        for watch in watches {
+            watch.cancellable.cancel()
+            watch.finish()
+        }
+        try LocalDatabaseError.converting { try writer.close() }
+    }
+
+    /// Whether ``close()`` has been called.
+    public var isClosed: Bool { state.withLock { $0.isClosed } }
+
+    func ensureOpen() throws {
+        if isClosed {
+            throw LocalDatabaseError(code: .closed, message: "the database is closed", path: path)
+        }
+    }
+}

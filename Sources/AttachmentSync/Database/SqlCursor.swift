@@ -1,0 +1,177 @@
+import Foundation
+import GRDB
+
+/// Read access to the current row of a query, handed to the `mapper` closures of ``LocalDatabase``.
+///
+/// Each getter reads a column by name. A missing column, a `NULL` met by a non-optional getter, and a
+/// value of another type are typed ``LocalDatabaseError``s that name the column. Types are strict:
+/// `getString` reads `TEXT`, `getInt`/`getInt64` read `INTEGER`, `getDouble` reads `REAL` or `INTEGER`,
+/// `getBoolean` reads `INTEGER` (zero is `false`), `getData` reads `BLOB`.
+///
+/// A cursor is valid only during the mapper call it is passed to; copy out the values you need.
+///
+/// ```swift
+/// let titles = try await db.getAll(sql: "SELECT title, done FROM todos", parameters: []) { cursor in
+///     (try cursor.getString(name: "title"), try cursor.getBoolean(name: "done"))
+/// }
+/// ```
+public struct SqlCursor {
+    let columns: SqlColumns
+    let values: [SqlValue]
+
+    init(columns: SqlColumns, values: [SqlValue]) {
+        self.columns = columns
+        self.values = values
+    }
+
+    /// The names of the row's columns, in the order the query selects them.
+    public var columnNames: [String] { columns.names }
+
+    /// The raw value of a column. Names are compared case-insensitively, as SQLite does; when two columns
+    /// share a name, the leftmost one is read.
+    ///
+    /// - Throws: ``LocalDatabaseError/Code-swift.struct/columnNotFound`` when the row has no such column.
+    public func getValue(name: String) throws -> SqlValue {
+        guard let index = columns.index(of: name) else {
+            throw LocalDatabaseError(
+                code: .columnNotFound,
+                message: "the row has no column \(String(reflecting: name)) (it has: "
+                    + columns.names.map { String(reflecting: $0) }.joined(separator: ", ") + ")",
+                name: name
+            )
+        }
+        return values[index]
+    }
+
+    /// The `TEXT` value of a column.
+    public func getString(name: String) throws -> String { try required(name, getStringOptional) }
+    /// The `TEXT` value of a column, or `nil` for `NULL`.
+    public func getStringOptional(name: String) throws -> String? {
+        try typed(name, "TEXT") { if case .text(let value) = $0 { value } else { nil } }
+    }
+
+    /// The `INTEGER` value of a column.
+    public func getInt(name: String) throws -> Int { try required(name, getIntOptional) }
+    /// The `INTEGER` value of a column, or `nil` for `NULL`.
+    public func getIntOptional(name: String) throws -> Int? {
+        try typed(name, "INTEGER") { if case .integer(let value) = $0 { Int(exactly: value) } else { nil } }
+    }
+
+    /// The `INTEGER` value of a column.
+    public func getInt64(name: String) throws -> Int64 { try required(name, getInt64Optional) }
+    /// The `INTEGER` value of a column, or `nil` for `NULL`.
+    public func getInt64Optional(name: String) throws -> Int64? {
+        try typed(name, "INTEGER") { if case .integer(let value) = $0 { value } else { nil } }
+    }
+
+    /// The `REAL` (or `INTEGER`) value of a column.
+    public func getDouble(name: String) throws -> Double { try required(name, getDoubleOptional) }
+    /// The `REAL` (or `INTEGER`) value of a column, or `nil` for `NULL`.
+    public func getDoubleOptional(name: String) throws -> Double? {
+        try typed(name, "REAL") {
+            switch $0 {
+            case .real(let value): value
+            case .integer(let value): Double(value)
+            default: nil
+            }
+        }
+    }
+
+    /// The `INTEGER` value of a column as a boolean: `0` is `false`, anything else `true`.
+    public func getBoolean(name: String) throws -> Bool { try required(name, getBooleanOptional) }
+    /// The `INTEGER` value of a column as a boolean, or `nil` for `NULL`.
+    public func getBooleanOptional(name: String) throws -> Bool? {
+        try typed(name, "INTEGER (boolean)") { if case .integer(let value) = $0 { value != 0 } else { nil } }
+    }
+
+    /// The `BLOB` value of a column.
+    public func getData(name: String) throws -> Data { try required(name, getDataOptional) }
+    /// The `BLOB` value of a column, or `nil` for `NULL`.
+    public func getDataOptional(name: String) throws -> Data? {
+        try typed(name, "BLOB") { if case .blob(let value) = $0 { value } else { nil } }
+    }
+
+    private func typed<T>(_ name: String, _ expected: String, _ extract: (SqlValue) -> T?) throws -> T? {
+        let value = try getValue(name: name)
+        if case .null = value { return nil }
+        guard let result = extract(value) else {
+            throw LocalDatabaseError(
+                code: .typeMismatch,
+                message: "column \(String(reflecting: name)) holds \(value.storageClass) \(value), not \(expected)",
+                name: name
+            )
+        }
+        return result
+    }
+
+    private func required<T>(_ name: String, _ getter: (String) throws -> T?) throws -> T {
+        guard let value = try getter(name) else {
+            throw LocalDatabaseError(
+                code: .nullValue,
+                message: "column \(String(reflecting: name)) is NULL; use the Optional getter to read NULLs",
+                name: name
+            )
+        }
+        return value
+    }
+}
+
+/// The column names of a result set, with a case-insensitive index shared by all of its rows.
+final class SqlColumns: Sendable, Equatable {
+    let names: [String]
+    private let indexes: [String: Int]
+
+    init(_ names: [String]) {
+        self.names = names
+        var indexes: [String: Int] = [:]
+        for (index, name) in names.enumerated() where indexes[name.lowercased()] == nil {
+            indexes[name.lowercased()] = index
+        }
+        self.indexes = indexes
+    }
+
+    func index(of name: String) -> Int? {
+        indexes[name] ?? indexes[name.lowercased()]
+    }
+
+    static func == (lhs: SqlColumns, rhs: SqlColumns) -> Bool { lhs.names == rhs.names }
+}
+
+/// A whole result set as plain values: what a watch compares and hands across tasks.
+struct SqlResultSet: Sendable, Equatable {
+    let columns: SqlColumns
+    let rows: [[SqlValue]]
+
+    func map<T>(_ mapper: (SqlCursor) throws -> T) rethrows -> [T] {
+        try rows.map { try mapper(SqlCursor(columns: columns, values: $0)) }
+    }
+}
+
+extension SqlTransaction {
+    /// Runs a query and hands each row to `body` as a cursor.
+    func forEachRow(sql: String, parameters: SqlParameters, _ body: (SqlCursor) throws -> Bool) throws {
+        try LocalDatabaseError.converting(sql: sql) {
+            let statement = try db.makeStatement(sql: sql)
+            let columns = SqlColumns(statement.columnNames)
+            let rows = try Row.fetchCursor(statement, arguments: StatementArguments(parameters))
+            while let row = try rows.next() {
+                let values = Array(row.databaseValues.lazy.map(SqlValue.init))
+                // Errors thrown by `body` (a caller's mapper) must pass through unconverted; they are not
+                // GRDB's, so `converting` leaves them as they are.
+                guard try body(SqlCursor(columns: columns, values: values)) else { return }
+            }
+        }
+    }
+
+    /// Runs a query and keeps its whole result as plain values.
+    func fetchResultSet(sql: String, arguments: StatementArguments) throws -> SqlResultSet {
+        let statement = try db.makeStatement(sql: sql)
+        let columns = SqlColumns(statement.columnNames)
+        let rows = try Row.fetchCursor(statement, arguments: arguments)
+        var values: [[SqlValue]] = []
+        while let row = try rows.next() {
+            values.append(Array(row.databaseValues.lazy.map(SqlValue.init)))
+        }
+        return SqlResultSet(columns: columns, rows: values)
+    }
+}

@@ -1,0 +1,59 @@
+/// An attachment that the app's rows say should exist: the item a watched query maps each row to.
+///
+/// The queue compares the items of each emission with its attachments table: a new id is queued for
+/// download, an id that is gone is archived.
+///
+/// ```swift
+/// let items = try db.watch(
+///     options: WatchOptions(
+///         sql: "SELECT photo_id FROM checklists WHERE photo_id IS NOT NULL",
+///         parameters: [],
+///         mapper: { cursor in
+///             try WatchedAttachmentItem(id: cursor.getString(name: "photo_id"), fileExtension: "jpg")
+///         }
+///     )
+/// )
+/// ```
+public struct WatchedAttachmentItem: Sendable, Hashable {
+    /// The attachment's id.
+    public let id: String
+    /// The file extension (without the dot) used to name the file when ``filename`` is `nil`.
+    public let fileExtension: String?
+    /// The file's name. When `nil`, the file is named `<id>.<fileExtension>`.
+    public let filename: String?
+    /// The app's own metadata for the attachment, stored in the record's `meta_data`.
+    public let metaData: String?
+    /// The attachment's media type (`image/jpeg`, say), stored in the record's `media_type`.
+    public let mediaType: String?
+
+    /// Creates an item.
+    ///
+    /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/invalidWatchedItem`` when
+    ///   neither `fileExtension` nor `filename` is given.
+    public init(
+        id: String,
+        fileExtension: String? = nil,
+        filename: String? = nil,
+        metaData: String? = nil,
+        mediaType: String? = nil
+    ) throws {
+        guard fileExtension != nil || filename != nil else {
+            throw AttachmentError(
+                code: .invalidWatchedItem,
+                message: "watched attachment \(String(reflecting: id)) needs a fileExtension or a filename",
+                attachmentId: id
+            )
+        }
+        self.id = id
+        self.fileExtension = fileExtension
+        self.filename = filename
+        self.metaData = metaData
+        self.mediaType = mediaType
+    }
+
+    /// The name of the attachment's file: ``filename`` when given, else `<id>.<fileExtension>`.
+    public var resolvedFilename: String {
+        if let filename { return filename }
+        return "\(id).\(fileExtension ?? "")"
+    }
+}
