@@ -11,11 +11,14 @@ let package = Package(
     name: "AttachmentSync",
     platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9)],
     products: [
-        .library(name: "AttachmentSync", targets: ["AttachmentSync"])
+        .library(name: "AttachmentSync", targets: ["AttachmentSync"]),
+        .library(name: "AttachmentSyncTesting", targets: ["AttachmentSyncTesting"]),
+        .executable(name: "attachment-sync", targets: ["attachment-sync"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
     targets: [
         .target(
@@ -26,12 +29,32 @@ let package = Package(
             ],
             swiftSettings: strictSettings
         ),
+        .target(
+            name: "AttachmentSyncTesting",
+            dependencies: ["AttachmentSync"],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "attachment-sync",
+            dependencies: [
+                "AttachmentSync",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "AttachmentSyncTests",
             dependencies: [
                 "AttachmentSync",
+                "AttachmentSyncTesting",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "AttachmentSyncTestingTests",
+            dependencies: ["AttachmentSync", "AttachmentSyncTesting"],
             swiftSettings: strictSettings
         ),
     ],

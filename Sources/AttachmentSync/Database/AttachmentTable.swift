@@ -29,9 +29,15 @@ let attachmentTableColumns: [Column] = [
 /// to the attachments directory), `timestamp` (INTEGER, milliseconds since 1970 of the last change), `size`
 /// (INTEGER, bytes), `media_type` (TEXT), `state` (INTEGER, an ``AttachmentState`` raw value),
 /// `has_synced` (INTEGER, whether the file ever reached remote storage) and `meta_data` (TEXT, the app's
-/// own, JSON for instance). Opening a database whose attachments table lacks newer columns adds them.
+/// own, JSON for instance). An index on (`state`, `timestamp`) serves the queue's "oldest queued first"
+/// look-ups. Opening a database whose attachments table lacks newer columns or indexes adds them.
 ///
 /// - Parameter name: The table's name. The default is `attachments`.
 public func createAttachmentTable(name: String = "attachments") -> Table {
-    Table(name: name, columns: attachmentTableColumns, localOnly: true)
+    Table(
+        name: name,
+        columns: attachmentTableColumns,
+        indexes: [Index(name: "state_timestamp", columns: [.ascending("state"), .ascending("timestamp")])],
+        localOnly: true
+    )
 }

@@ -1,15 +1,31 @@
 import Foundation
 
-/// An error of the attachment layer: a bad watched item, a name the file system must not see, a missing
-/// attachment, a failed transfer.
+/// An error of the attachment layer: a bad name, a missing attachment or file, a failed transfer, a closed
+/// queue.
 ///
-/// Match on ``code``; the other properties carry the context (the attachment's id, the path involved and
-/// the underlying error).
+/// Match on ``code``; the other properties carry the context: the attachment's id, the offending name,
+/// the path involved and the underlying error.
+///
+/// ```swift
+/// do {
+///     try await queue.deleteFile(attachmentId: id) { _, _ in }
+/// } catch let error as AttachmentError where error.code == .attachmentNotFound {
+///     // already gone
+/// }
+/// ```
 public struct AttachmentError: Error, Sendable, CustomStringConvertible, LocalizedError {
     /// What went wrong.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Value: String, Sendable {
             case invalidWatchedItem
+            case invalidName
+            case invalidConfiguration
+            case attachmentNotFound
+            case alreadyExists
+            case localFileNotFound
+            case remoteNotFound
+            case fileSystem
+            case closed
         }
 
         private let value: Value
@@ -18,8 +34,27 @@ public struct AttachmentError: Error, Sendable, CustomStringConvertible, Localiz
         /// A ``WatchedAttachmentItem`` has neither a file extension nor a filename, so the file it stands
         /// for cannot be named.
         public static let invalidWatchedItem = Code(.invalidWatchedItem)
+        /// An id, file extension, filename or subdirectory cannot be used as a file name: it is empty, too
+        /// long, `.` or `..`, or contains `/`, `\`, NUL or another control character. ``AttachmentError/name``
+        /// holds it. Nothing was written.
+        public static let invalidName = Code(.invalidName)
+        /// A queue option is out of range (a negative interval, say). ``AttachmentError/name`` names it.
+        public static let invalidConfiguration = Code(.invalidConfiguration)
+        /// No attachment has the given id.
+        public static let attachmentNotFound = Code(.attachmentNotFound)
+        /// An attachment with the given id already exists (or is being saved right now).
+        public static let alreadyExists = Code(.alreadyExists)
+        /// A local file the operation needs is missing. ``AttachmentError/path`` holds its path.
+        public static let localFileNotFound = Code(.localFileNotFound)
+        /// Remote storage has no file for the attachment.
+        public static let remoteNotFound = Code(.remoteNotFound)
+        /// A file system operation failed. ``AttachmentError/path`` and ``AttachmentError/underlying`` say
+        /// which and why.
+        public static let fileSystem = Code(.fileSystem)
+        /// The queue was closed with ``AttachmentQueue/close()``.
+        public static let closed = Code(.closed)
 
-        /// A readable description, for logs and test failures.
+        /// A readable name, for logs and test failures.
         public var description: String { value.rawValue }
     }
 
@@ -29,22 +64,26 @@ public struct AttachmentError: Error, Sendable, CustomStringConvertible, Localiz
     public var message: String
     /// The attachment the error is about, when there is one.
     public var attachmentId: String?
+    /// The offending name or option, when there is one.
+    public var name: String?
     /// The file path the error is about, when there is one.
     public var path: String?
     /// The error that caused this one, when there is one.
     public var underlying: (any Error)?
 
-    /// Creates an error. The library creates these; apps usually only inspect them.
+    /// Creates an error. The library creates these; adapters may throw them too.
     public init(
         code: Code,
         message: String,
         attachmentId: String? = nil,
+        name: String? = nil,
         path: String? = nil,
         underlying: (any Error)? = nil
     ) {
         self.code = code
         self.message = message
         self.attachmentId = attachmentId
+        self.name = name
         self.path = path
         self.underlying = underlying
     }
@@ -54,6 +93,37 @@ public struct AttachmentError: Error, Sendable, CustomStringConvertible, Localiz
         var text = "AttachmentError.\(code): \(message)"
         if let underlying { text += " (\(underlying))" }
         return text
+    }
+
+    /// The same text as `description`, for `localizedDescription`.
+    public var errorDescription: String? { description }
+}
+
+/// The error enum of the PowerSync attachment helpers' docs, for code that throws or matches it (the docs'
+/// `PowerSyncAttachmentError.attachmentError("…")`).
+///
+/// The library itself throws ``AttachmentError``, which carries a code and context.
+public enum PowerSyncAttachmentError: Error, Sendable, Hashable, CustomStringConvertible, LocalizedError {
+    /// A general error.
+    case generalError(String)
+    /// Something was not found.
+    case notFound(String)
+    /// A file was not found.
+    case fileNotFound(String)
+    /// A path was invalid.
+    case invalidPath(String)
+    /// An attachment error.
+    case attachmentError(String)
+    /// The queue was closed.
+    case closed(String)
+
+    /// The case's message.
+    public var description: String {
+        switch self {
+        case .generalError(let message), .notFound(let message), .fileNotFound(let message),
+            .invalidPath(let message), .attachmentError(let message), .closed(let message):
+            message
+        }
     }
 
     /// The same text as `description`, for `localizedDescription`.

@@ -1,0 +1,75 @@
+import Foundation
+
+/// One attachment's record: what the attachments table holds about a file.
+///
+/// Apps read these from ``AttachmentQueue/attachment(id:)`` and ``AttachmentQueue/saveFile(data:mediaType:fileExtension:metaData:id:updateHook:)``;
+/// remote storage adapters receive them and usually need only ``filename``.
+public struct Attachment: Sendable, Hashable, Identifiable {
+    /// The attachment's id, the value the app's rows refer to.
+    public let id: String
+    /// The file's name, and its key in remote storage.
+    public let filename: String
+    /// Where the attachment stands in its sync life cycle.
+    public let state: AttachmentState
+    /// When the record last changed, in milliseconds since 1970.
+    public let timestamp: Int64
+    /// Whether the file has ever reached (or come from) remote storage.
+    public let hasSynced: Bool
+    /// The absolute path of the local file, or `nil` when the file is not on this device. The table stores
+    /// the path relative to the attachments directory; the queue resolves it, so it stays valid when an
+    /// app's sandbox path changes between launches.
+    public let localUri: String?
+    /// The media type (`image/jpeg`, say), when known.
+    public let mediaType: String?
+    /// The file's size in bytes, when known.
+    public let size: Int64?
+    /// The app's own metadata (JSON, say), when given.
+    public let metaData: String?
+
+    /// Creates a record.
+    public init(
+        id: String,
+        filename: String,
+        state: AttachmentState,
+        timestamp: Int64 = 0,
+        hasSynced: Bool = false,
+        localUri: String? = nil,
+        mediaType: String? = nil,
+        size: Int64? = nil,
+        metaData: String? = nil
+    ) {
+        self.id = id
+        self.filename = filename
+        self.state = state
+        self.timestamp = timestamp
+        self.hasSynced = hasSynced
+        self.localUri = localUri
+        self.mediaType = mediaType
+        self.size = size
+        self.metaData = metaData
+    }
+
+    /// A copy with the given fields replaced.
+    public func with(
+        filename: String? = nil,
+        state: AttachmentState? = nil,
+        timestamp: Int64? = nil,
+        hasSynced: Bool? = nil,
+        localUri: String?? = nil,
+        mediaType: String?? = nil,
+        size: Int64?? = nil,
+        metaData: String?? = nil
+    ) -> Attachment {
+        Attachment(
+            id: id,
+            filename: filename ?? self.filename,
+            state: state ?? self.state,
+            timestamp: timestamp ?? self.timestamp,
+            hasSynced: hasSynced ?? self.hasSynced,
+            localUri: localUri ?? self.localUri,
+            mediaType: mediaType ?? self.mediaType,
+            size: size ?? self.size,
+            metaData: metaData ?? self.metaData
+        )
+    }
+}

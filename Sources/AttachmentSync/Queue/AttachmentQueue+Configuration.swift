@@ -1,0 +1,93 @@
+import Foundation
+import Logging
+
+extension AttachmentQueue {
+    /// How an ``AttachmentQueue`` behaves: where files live, how often it syncs, how many archived files it
+    /// keeps, which clock it runs on.
+    ///
+    /// ```swift
+    /// var configuration = AttachmentQueue.Configuration(attachmentsDirectory: directory)
+    /// configuration.syncInterval = .seconds(60)
+    /// configuration.maxConcurrentTransfers = 8
+    /// let queue = AttachmentQueue(db: db, remoteStorage: remote, configuration: configuration)
+    /// ```
+    public struct Configuration: Sendable {
+        /// The folder that holds the attachments' local files. The queue owns it: at startup it removes
+        /// its own leftover temporary files and files it generated that no record refers to; any other
+        /// file is left alone.
+        public var attachmentsDirectory: String
+        /// The name of the attachments table (see ``createAttachmentTable(name:)``). The default is
+        /// `attachments`.
+        public var attachmentsQueueTableName: String = "attachments"
+        /// How often a sync pass runs on its own, retrying failed transfers (after the app was offline,
+        /// say). `.zero` disables the periodic pass. The default is 30 seconds.
+        public var syncInterval: Duration = .seconds(30)
+        /// The shortest time between two sync passes triggered by changes; changes arriving meanwhile are
+        /// handled together in the next pass. The default is 1 second.
+        public var syncThrottleDuration: Duration = .seconds(1)
+        /// How many archived attachments keep their local files as a cache; beyond it the oldest are
+        /// deleted locally (never remotely). The default is 100.
+        public var archivedCacheLimit: Int64 = 100
+        /// Folders to create inside the attachments directory. Each must be a single path component. The
+        /// default is none.
+        public var subdirectories: [String] = []
+        /// Whether attachments that the app's rows refer to are downloaded. The default is `true`.
+        public var downloadAttachments: Bool = true
+        /// The most transfers (uploads, downloads and deletes together) running at once. The default is 4.
+        public var maxConcurrentTransfers: Int = 4
+        /// The clock that times periodic passes, throttling and retries. Tests pass a manual clock. The
+        /// default is `ContinuousClock()`.
+        public var clock: any Clock<Duration> = ContinuousClock()
+        /// Where the queue logs. The default discards everything.
+        public var logger: Logger = Logger(label: "AttachmentSync.AttachmentQueue") { _ in SwiftLogNoOpLogHandler() }
+
+        /// A configuration with the defaults and the given attachments directory.
+        public init(attachmentsDirectory: String) {
+            self.attachmentsDirectory = attachmentsDirectory
+        }
+
+        /// Throws ``AttachmentError/Code-swift.struct/invalidConfiguration`` or
+        /// ``AttachmentError/Code-swift.struct/invalidName`` naming the first option out of range.
+        func validate() throws {
+            func fail(_ name: String, _ reason: String) -> AttachmentError {
+                AttachmentError(code: .invalidConfiguration, message: "\(name) \(reason)", name: name)
+            }
+            guard !attachmentsDirectory.isEmpty else { throw fail("attachmentsDirectory", "is empty") }
+            guard syncInterval >= .zero else { throw fail("syncInterval", "is negative: \(syncInterval)") }
+            guard syncThrottleDuration >= .zero else {
+                throw fail("syncThrottleDuration", "is negative: \(syncThrottleDuration)")
+            }
+            guard archivedCacheLimit >= 0 else {
+                throw fail("archivedCacheLimit", "is negative: \(archivedCacheLimit)")
+            }
+            guard maxConcurrentTransfers >= 1 else {
+                throw fail("maxConcurrentTransfers", "must be at least 1, not \(maxConcurrentTransfers)")
+            }
+            for subdirectory in subdirectories {
+                try FileName.validate(subdirectory, kind: "subdirectory")
+            }
+            do {
+                try SqlIdentifier.validate(attachmentsQueueTableName, kind: "table")
+            } catch let error as LocalDatabaseError {
+                throw AttachmentError(
+                    code: .invalidConfiguration,
+                    message: error.message,
+                    name: "attachmentsQueueTableName",
+                    underlying: error
+                )
+            }
+        }
+    }
+}
+
+extension Duration {
+    /// A duration from the seed API's `TimeInterval` seconds; negative or non-finite values stay invalid
+    /// (negative) so that validation reports them.
+    init(seedSeconds seconds: TimeInterval) {
+        if seconds.isFinite {
+            self = .milliseconds(Int64((seconds * 1000).rounded()))
+        } else {
+            self = .seconds(-1)
+        }
+    }
+}

@@ -1,0 +1,215 @@
+import Foundation
+import Logging
+
+extension AttachmentQueue {
+    /// Wakes the background loop for a pass (coalesced with other pending wake-ups).
+    func trigger() {
+        session?.triggers.yield()
+    }
+
+    /// One pass per trigger, then a pause of ``Configuration/syncThrottleDuration`` during which further
+    /// triggers are coalesced into the next pass.
+    func runTriggerLoop(_ triggers: AsyncStream<Void>) async {
+        for await _ in triggers {
+            await runPass()
+            guard configuration.syncThrottleDuration > .zero else { continue }
+            do {
+                try await configuration.clock.sleep(for: configuration.syncThrottleDuration)
+            } catch {
+                return
+            }
+        }
+    }
+
+    /// Triggers a pass whenever a record enters or leaves a queued state (the first emission is the startup
+    /// trigger). The watch reads any value without failing; should it fail anyway (a closed database), it
+    /// is made anew after a pause, like the app's watch.
+    func followAttachmentsTable(triggers: AsyncStream<Void>.Continuation) async {
+        var failures = 0
+        while !Task.isCancelled {
+            do {
+                let signals = try db.watch(sql: store.queuedSignalSQL) { cursor in
+                    [try cursor.getValue(name: "n"), try cursor.getValue(name: "latest")]
+                }
+                for try await _ in signals {
+                    failures = 0
+                    triggers.yield()
+                }
+                return
+            } catch {
+                if Task.isCancelled || error is CancellationError { return }
+                failures += 1
+                logError("the attachments table watch failed; it will be restarted", error)
+                do { try await configuration.clock.sleep(for: retryPause(afterFailures: failures)) } catch { return }
+            }
+        }
+    }
+
+    /// The pause before remaking a failed watch: 1 second, doubling up to the sync interval (or 30 seconds).
+    func retryPause(afterFailures failures: Int) -> Duration {
+        let longest = configuration.syncInterval > .zero ? configuration.syncInterval : .seconds(30)
+        return min(Duration.seconds(1 << min(max(failures, 1) - 1, 16)), longest)
+    }
+
+    /// Triggers a pass every ``Configuration/syncInterval`` (only started when the interval is positive).
+    func runPeriodicTimer() async {
+        while !Task.isCancelled {
+            do {
+                try await configuration.clock.sleep(for: configuration.syncInterval)
+            } catch {
+                return
+            }
+            trigger()
+        }
+    }
+
+    /// Follows the app's watched attachments: reconciles each emission. When the stream fails it is made
+    /// anew after a pause (doubling from 1 second up to the sync interval, or 30 seconds).
+    func followWatchedAttachments(
+        _ makeStream: @Sendable () throws -> AsyncThrowingStream<[WatchedAttachmentItem], any Error>
+    ) async {
+        var failures = 0
+        while !Task.isCancelled {
+            do {
+                let stream = try makeStream()
+                for try await items in stream {
+                    failures = 0
+                    await reconcile(items)
+                }
+                if !Task.isCancelled {
+                    logger.info("the watched attachments stream ended; attachments are no longer followed")
+                }
+                return
+            } catch {
+                if Task.isCancelled || error is CancellationError { return }
+                failures += 1
+                logError("the watched attachments stream failed; it will be restarted", error)
+                do { try await configuration.clock.sleep(for: retryPause(afterFailures: failures)) } catch { return }
+            }
+        }
+    }
+
+    /// Brings the attachments table in line with one emission of the app's watched attachments, in one
+    /// transaction; then cancels downloads of archived attachments and triggers a pass.
+    func reconcile(_ items: [WatchedAttachmentItem]) async {
+        do {
+            try await waitForInit()
+            let store = store
+            let reconciler = reconciler
+            let timestamps = timestamps
+            let decision = try await db.writeTransaction { tx in
+                let records = try store.records(in: tx)
+                let decision = reconciler.reconcile(
+                    items: items,
+                    records: Dictionary(records.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+                )
+                for var record in decision.inserts {
+                    record.timestamp = timestamps.next()
+                    try store.insert(record, in: tx)
+                }
+                for id in decision.restores {
+                    try store.transition(id: id, from: .archived, to: .synced, timestamp: timestamps.next(), in: tx)
+                }
+                for record in decision.requeues {
+                    try store.transition(
+                        id: record.id, from: .archived, to: .queuedDownload, timestamp: timestamps.next(),
+                        set: [("media_type", record.mediaType), ("meta_data", record.metaData)], in: tx)
+                }
+                for archive in decision.archives {
+                    try store.transition(
+                        id: archive.id, from: archive.from, to: .archived, timestamp: timestamps.next(), in: tx)
+                }
+                return decision
+            }
+            for rejected in decision.rejected {
+                logError("a watched attachment was skipped", rejected.error, id: rejected.item.id)
+            }
+            for archive in decision.archives where archive.from == .queuedDownload {
+                transfers[archive.id]?.task.cancel()
+            }
+            if !decision.isEmpty {
+                logger.debug(
+                    "reconciled watched attachments",
+                    metadata: [
+                        "new": "\(decision.inserts.count)", "restored": "\(decision.restores.count)",
+                        "requeued": "\(decision.requeues.count)", "archived": "\(decision.archives.count)",
+                    ])
+                trigger()
+            }
+        } catch {
+            logError("reconciling the watched attachments failed", error)
+        }
+    }
+
+    /// A triggered pass: failed transfers become eligible again, the archive is trimmed, and queued
+    /// attachments start transferring. Errors are logged; the next trigger tries again.
+    func runPass() async {
+        skippedUntilTrigger.removeAll()
+        do {
+            try await trimArchive()
+        } catch {
+            logError("trimming the archived attachments failed", error)
+        }
+        do {
+            try await startQueuedTransfers()
+        } catch {
+            logError("reading the queued attachments failed", error)
+        }
+        if transfers.isEmpty { resumeIdleWaiters() }
+    }
+
+    /// Starts transfers for queued attachments, oldest first, up to the concurrency bound.
+    func startQueuedTransfers() async throws {
+        guard !isClosed, transfers.count < scheduler.maxConcurrentTransfers else { return }
+        let store = store
+        let queued = try await db.readTransaction { tx in try store.queued(in: tx) }
+        let selected = scheduler.select(
+            queued: queued,
+            busy: Set(transfers.keys).union(reserved),
+            inFlight: transfers.count,
+            skipped: skippedUntilTrigger
+        )
+        for record in selected {
+            // The read above was a suspension point: check again before starting.
+            guard transfers[record.id] == nil, !reserved.contains(record.id),
+                transfers.count < scheduler.maxConcurrentTransfers, !isClosed
+            else { continue }
+            startTransfer(record)
+        }
+    }
+
+    /// Deletes the local files and records of archived attachments beyond
+    /// ``Configuration/archivedCacheLimit``, oldest first. Remote copies are never touched.
+    func trimArchive() async throws {
+        let store = store
+        let limit = configuration.archivedCacheLimit
+        let evictable = try await db.readTransaction { tx in try store.archivedBeyond(keep: limit, in: tx) }
+        guard !evictable.isEmpty else { return }
+        var evicted = 0
+        for record in evictable where transfers[record.id] == nil {
+            // The conditional delete decides: a record restored meanwhile keeps its file. A crash between
+            // the two steps leaves a file no record refers to, which startup cleans up.
+            let deleted = try await db.writeTransaction { tx in
+                try store.delete(id: record.id, ifState: .archived, in: tx)
+            }
+            guard deleted else { continue }
+            evicted += 1
+            if let relative = record.localPath {
+                try await localStorage.deleteFile(filePath: localPath(relative))
+            }
+        }
+        logger.debug("evicted archived attachments", metadata: ["count": "\(evicted)"])
+    }
+
+    /// Suspends until no transfer is in flight.
+    func waitUntilIdle() async {
+        guard !transfers.isEmpty, !isClosed else { return }
+        await withCheckedContinuation { idleWaiters.append($0) }
+    }
+
+    func resumeIdleWaiters() {
+        let waiters = idleWaiters
+        idleWaiters = []
+        for waiter in waiters { waiter.resume() }
+    }
+}

@@ -1,0 +1,354 @@
+import Foundation
+import Logging
+
+/// Keeps the files that the app's rows refer to in sync with remote storage.
+///
+/// The queue records every attachment in a local-only table (see ``createAttachmentTable(name:)``) and
+/// makes files match it:
+/// - ``saveFile(data:mediaType:fileExtension:metaData:id:updateHook:)`` stores a new file and queues it
+///   for upload, in the same transaction as the app's row that refers to it;
+/// - the `watchAttachments` query says which attachments the app's rows refer to: new ones are
+///   downloaded, ones no longer referred to are archived (their files kept as a cache, then evicted);
+/// - ``deleteFile(attachmentId:updateHook:)`` deletes one locally and remotely.
+///
+/// Transfers run in the background while ``startSync()`` is on, triggered by changes to the attachments
+/// table (throttled), by a periodic pass, and by ``syncNow()``. Each result is committed as soon as its
+/// transfer finishes, conditionally, so a decision made meanwhile is never overwritten; everything the
+/// queue knows is in the table, so it resumes after a restart or a crash.
+///
+/// ```swift
+/// let queue = AttachmentQueue(
+///     db: db,
+///     attachmentsDirectory: attachmentsDirectory,
+///     remoteStorage: RemoteStorage(),
+///     watchAttachments: { try db.watch(
+///         options: WatchOptions(
+///             sql: "SELECT photo_id FROM checklists WHERE photo_id IS NOT NULL",
+///             parameters: [],
+///             mapper: { cursor in
+///                 try WatchedAttachmentItem(id: cursor.getString(name: "photo_id"), fileExtension: "jpg")
+///             }
+///         )
+///     ) }
+/// )
+/// try await queue.startSync()
+///
+/// let photo = try await queue.saveFile(data: jpeg, mediaType: "image/jpeg", fileExtension: "jpg") { tx, attachment in
+///     try tx.execute(sql: "UPDATE checklists SET photo_id = ? WHERE id = ?", arguments: [attachment.id, checklistId])
+/// }
+/// ```
+public actor AttachmentQueue {
+    /// The database that holds the attachments table and the app's rows.
+    public nonisolated let db: LocalDatabase
+    /// Where files are uploaded to and downloaded from.
+    public nonisolated let remoteStorage: any RemoteStorageAdapter
+    /// How files are read and written on this device.
+    public nonisolated let localStorage: any LocalStorageAdapter
+    /// The queue's options.
+    public nonisolated let configuration: Configuration
+    /// The attachments directory as an absolute URL.
+    public nonisolated let attachmentsDirectory: URL
+
+    let errorHandler: (any SyncErrorHandler)?
+    let watchAttachments: (@Sendable () throws -> AsyncThrowingStream<[WatchedAttachmentItem], any Error>)?
+    let store: AttachmentStore
+    let logger: Logger
+    let timestamps = MonotonicTimestamps()
+    let scheduler: TransferScheduler
+    let reconciler: Reconciler
+
+    /// Startup (validation, folders, verification of files against records), run once on first use.
+    var initialization: Task<Void, any Error>?
+    var isClosed = false
+    /// The background tasks of a running sync, `nil` when stopped.
+    var session: SyncSession?
+    /// Transfers in flight, by attachment id: at most one per attachment.
+    var transfers: [String: Transfer] = [:]
+    /// Ids whose `saveFile` is in progress: not to be transferred before their file is in place.
+    var reserved: Set<String> = []
+    /// Ids whose transfer failed or was cancelled since the last trigger, with the state it was in: retried
+    /// at the next trigger, never in a tight loop.
+    var skippedUntilTrigger: [String: AttachmentState] = [:]
+    /// `syncNow` calls waiting for the queue to go idle.
+    var idleWaiters: [CheckedContinuation<Void, Never>] = []
+    /// How many `syncNow` calls are running; while any is, finished transfers start the next ones even
+    /// when background sync is off.
+    var manualRounds = 0
+
+    struct SyncSession {
+        var tasks: [Task<Void, Never>]
+        var triggers: AsyncStream<Void>.Continuation
+    }
+
+    struct Transfer {
+        var state: AttachmentState
+        var task: Task<Void, Never>
+    }
+
+    // MARK: - Creating a queue
+
+    /// Creates a queue from a configuration.
+    ///
+    /// Nothing happens until the first call: then the queue checks the configuration and the attachments
+    /// table, creates its folders, and reconciles its records with the files on disk (see
+    /// ``waitForInit()``).
+    ///
+    /// - Parameters:
+    ///   - db: The database holding the attachments table (``createAttachmentTable(name:)``).
+    ///   - remoteStorage: Where files are uploaded to and downloaded from.
+    ///   - configuration: Directory, intervals, limits, clock and logger.
+    ///   - watchAttachments: Makes the stream of attachments the app's rows refer to; called on each
+    ///     ``startSync()``. The default is `nil`: nothing is downloaded or archived automatically.
+    ///   - localStorage: How files are stored on the device. The default is ``FileManagerStorageAdapter``.
+    ///   - errorHandler: Decides between retrying and archiving after a failed transfer. The default is
+    ///     `nil`: retry at the next sync trigger.
+    public init(
+        db: LocalDatabase,
+        remoteStorage: any RemoteStorageAdapter,
+        configuration: Configuration,
+        watchAttachments: (@Sendable () throws -> AsyncThrowingStream<[WatchedAttachmentItem], any Error>)? = nil,
+        localStorage: any LocalStorageAdapter = FileManagerStorageAdapter(),
+        errorHandler: (any SyncErrorHandler)? = nil
+    ) {
+        self.db = db
+        self.remoteStorage = remoteStorage
+        self.configuration = configuration
+        self.watchAttachments = watchAttachments
+        self.localStorage = localStorage
+        self.errorHandler = errorHandler
+        self.attachmentsDirectory =
+            URL(fileURLWithPath: configuration.attachmentsDirectory, isDirectory: true)
+            .standardizedFileURL
+        self.store = AttachmentStore(table: configuration.attachmentsQueueTableName)
+        self.logger = configuration.logger
+        self.scheduler = TransferScheduler(maxConcurrentTransfers: max(1, configuration.maxConcurrentTransfers))
+        self.reconciler = Reconciler(downloadAttachments: configuration.downloadAttachments)
+    }
+
+    /// Creates a queue with the parameters of the PowerSync attachment helpers (a convenience over
+    /// ``init(db:remoteStorage:configuration:watchAttachments:localStorage:errorHandler:)``).
+    ///
+    /// - Parameters:
+    ///   - db: The database holding the attachments table.
+    ///   - attachmentsDirectory: The folder for the attachments' local files.
+    ///   - remoteStorage: Where files are uploaded to and downloaded from.
+    ///   - watchAttachments: Makes the stream of attachments the app's rows refer to. The default is `nil`.
+    ///   - localStorage: How files are stored on the device. The default is ``FileManagerStorageAdapter``.
+    ///   - attachmentsQueueTableName: The attachments table's name. The default is `attachments`.
+    ///   - errorHandler: Decides between retrying and archiving after a failed transfer. The default is
+    ///     `nil`: retry at the next trigger.
+    ///   - syncInterval: Seconds between periodic passes; `0` disables them. The default is 30.
+    ///   - archivedCacheLimit: Archived attachments whose files are kept. The default is 100.
+    ///   - syncThrottleDuration: Seconds between passes triggered by changes. The default is 1.
+    ///   - subdirectories: Folders to create in the attachments directory. The default is `nil` (none).
+    ///   - downloadAttachments: Whether watched attachments are downloaded. The default is `true`.
+    ///   - logger: Where the queue logs. The default is `nil`: nothing is logged.
+    public init(
+        db: LocalDatabase,
+        attachmentsDirectory: String,
+        remoteStorage: any RemoteStorageAdapter,
+        watchAttachments: (@Sendable () throws -> AsyncThrowingStream<[WatchedAttachmentItem], any Error>)? = nil,
+        localStorage: any LocalStorageAdapter = FileManagerStorageAdapter(),
+        attachmentsQueueTableName: String = "attachments",
+        errorHandler: (any SyncErrorHandler)? = nil,
+        syncInterval: TimeInterval = 30,
+        archivedCacheLimit: Int64 = 100,
+        syncThrottleDuration: TimeInterval = 1,
+        subdirectories: [String]? = nil,
+        downloadAttachments: Bool = true,
+        logger: Logger? = nil
+    ) {
+        var configuration = Configuration(attachmentsDirectory: attachmentsDirectory)
+        configuration.attachmentsQueueTableName = attachmentsQueueTableName
+        configuration.syncInterval = Duration(seedSeconds: syncInterval)
+        configuration.archivedCacheLimit = archivedCacheLimit
+        configuration.syncThrottleDuration = Duration(seedSeconds: syncThrottleDuration)
+        configuration.subdirectories = subdirectories ?? []
+        configuration.downloadAttachments = downloadAttachments
+        if let logger { configuration.logger = logger }
+        self.init(
+            db: db,
+            remoteStorage: remoteStorage,
+            configuration: configuration,
+            watchAttachments: watchAttachments,
+            localStorage: localStorage,
+            errorHandler: errorHandler
+        )
+    }
+
+    /// Creates a queue that follows one already-made stream of watched attachments, as in the older
+    /// PowerSync docs (`watchedAttachments: try db.watch(…)`).
+    ///
+    /// A stream can be consumed once, so after ``stopSync()`` a new ``startSync()`` no longer follows the
+    /// app's rows; prefer the `watchAttachments` closure, which makes a fresh stream each time.
+    public init(
+        db: LocalDatabase,
+        attachmentsDirectory: String,
+        remoteStorage: any RemoteStorageAdapter,
+        watchedAttachments: AsyncThrowingStream<[WatchedAttachmentItem], any Error>,
+        localStorage: any LocalStorageAdapter = FileManagerStorageAdapter(),
+        attachmentsQueueTableName: String = "attachments",
+        errorHandler: (any SyncErrorHandler)? = nil,
+        syncInterval: TimeInterval = 30,
+        archivedCacheLimit: Int64 = 100,
+        syncThrottleDuration: TimeInterval = 1,
+        subdirectories: [String]? = nil,
+        downloadAttachments: Bool = true,
+        logger: Logger? = nil
+    ) {
+        self.init(
+            db: db,
+            attachmentsDirectory: attachmentsDirectory,
+            remoteStorage: remoteStorage,
+            watchAttachments: { watchedAttachments },
+            localStorage: localStorage,
+            attachmentsQueueTableName: attachmentsQueueTableName,
+            errorHandler: errorHandler,
+            syncInterval: syncInterval,
+            archivedCacheLimit: archivedCacheLimit,
+            syncThrottleDuration: syncThrottleDuration,
+            subdirectories: subdirectories,
+            downloadAttachments: downloadAttachments,
+            logger: logger
+        )
+    }
+
+    // MARK: - Lifecycle
+
+    /// Waits for the queue's startup and rethrows its error.
+    ///
+    /// Startup runs once, on the first call of any method: it checks the configuration and the attachments
+    /// table, creates the attachments directory and subdirectories, and verifies records against files:
+    /// a synced attachment whose file is missing is queued for download again; a file waiting for upload
+    /// that was lost is archived; leftover temporary files are removed.
+    ///
+    /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/invalidConfiguration``
+    ///   or ``AttachmentError/Code-swift.struct/invalidName`` for bad options, a missing attachments table
+    ///   or missing columns; ``AttachmentError/Code-swift.struct/closed`` after ``close()``.
+    public func waitForInit() async throws {
+        try ensureOpen()
+        let task: Task<Void, any Error>
+        if let initialization {
+            task = initialization
+        } else {
+            task = Task { try await self.initialize() }
+            initialization = task
+        }
+        try await task.value
+    }
+
+    /// Starts syncing in the background: follows `watchAttachments`, reacts to changes of the attachments
+    /// table (throttled by ``Configuration/syncThrottleDuration``), runs a pass every
+    /// ``Configuration/syncInterval``, and runs one right away. Calling it while syncing does nothing.
+    public func startSync() async throws {
+        try await waitForInit()
+        guard session == nil else { return }
+        let (triggers, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        var tasks: [Task<Void, Never>] = [
+            Task { await self.runTriggerLoop(triggers) },
+            Task { await self.followAttachmentsTable(triggers: continuation) },
+        ]
+        if let watchAttachments {
+            tasks.append(Task { await self.followWatchedAttachments(watchAttachments) })
+        }
+        if configuration.syncInterval > .zero {
+            tasks.append(Task { await self.runPeriodicTimer() })
+        }
+        // The table watch's first emission is the startup trigger: one pass right away, reading the table
+        // no earlier than the watch did, so no change slips between the two.
+        session = SyncSession(tasks: tasks, triggers: continuation)
+        logger.debug("sync started")
+    }
+
+    /// Stops background syncing and interrupts transfers in flight; they are retried when syncing starts
+    /// again. Returns promptly. Calling it while stopped does nothing.
+    public func stopSync() async {
+        guard let session else { return }
+        self.session = nil
+        session.triggers.finish()
+        for task in session.tasks { task.cancel() }
+        for (id, transfer) in transfers {
+            skippedUntilTrigger[id] = transfer.state
+            transfer.task.cancel()
+        }
+        for task in session.tasks { await task.value }
+        logger.debug("sync stopped")
+    }
+
+    /// The same as ``stopSync()``, under the name of earlier PowerSync versions.
+    public func stopSyncing() async {
+        await stopSync()
+    }
+
+    /// Stops syncing and closes the queue: later calls throw ``AttachmentError/Code-swift.struct/closed``.
+    /// The database stays open (it is the app's). Closing twice is harmless.
+    public func close() async {
+        guard !isClosed else { return }
+        await stopSync()
+        isClosed = true
+        for transfer in transfers.values { transfer.task.cancel() }
+        resumeIdleWaiters()
+        logger.debug("queue closed")
+    }
+
+    /// Runs a sync pass now and returns when the queue is idle again: every queued attachment has been
+    /// tried once (failures wait for the next trigger) and no transfer is in flight.
+    ///
+    /// Works whether or not background sync is on.
+    public func syncNow() async throws {
+        try await waitForInit()
+        manualRounds += 1
+        defer { manualRounds -= 1 }
+        await runPass()
+        await waitUntilIdle()
+    }
+
+    func ensureOpen() throws {
+        if isClosed {
+            throw AttachmentError(code: .closed, message: "the attachment queue is closed")
+        }
+    }
+
+    // MARK: - Reading records
+
+    /// The attachment with the given id, or `nil` when there is none.
+    public func attachment(id: String) async throws -> Attachment? {
+        try await waitForInit()
+        let store = store
+        let directory = attachmentsDirectory
+        return try await db.readTransaction { tx in try store.record(id: id, in: tx)?.attachment(in: directory) }
+    }
+
+    /// The attachments in the given state, oldest change first.
+    public func attachments(in state: AttachmentState) async throws -> [Attachment] {
+        try await waitForInit()
+        let store = store
+        let directory = attachmentsDirectory
+        return try await db.readTransaction { tx in
+            try store.records(in: tx, where: "state = ?", parameters: [state.rawValue]).map {
+                $0.attachment(in: directory)
+            }
+        }
+    }
+
+    /// Every attachment, oldest change first.
+    public func allAttachments() async throws -> [Attachment] {
+        try await waitForInit()
+        let store = store
+        let directory = attachmentsDirectory
+        return try await db.readTransaction { tx in try store.records(in: tx).map { $0.attachment(in: directory) } }
+    }
+
+    // MARK: - Helpers
+
+    /// The absolute path of a file in the attachments directory.
+    nonisolated func localPath(_ relativePath: String) -> String {
+        attachmentsDirectory.appendingPathComponent(relativePath).path
+    }
+
+    func logError(_ message: String, _ error: any Error, id: String? = nil) {
+        var metadata: Logger.Metadata = ["error": "\(error)"]
+        if let id { metadata["attachment"] = "\(id)" }
+        logger.error("\(message)", metadata: metadata)
+    }
+}

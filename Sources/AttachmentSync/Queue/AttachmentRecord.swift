@@ -1,0 +1,79 @@
+import Foundation
+
+/// A row of the attachments table as stored: like ``Attachment``, but with the local file's path relative
+/// to the attachments directory.
+struct AttachmentRecord: Sendable, Hashable {
+    var id: String
+    var filename: String
+    var state: AttachmentState
+    var timestamp: Int64
+    var hasSynced: Bool
+    /// The local file's path relative to the attachments directory, or `nil` when it is not on the device.
+    var localPath: String?
+    var mediaType: String?
+    var size: Int64?
+    var metaData: String?
+
+    /// The columns ``init(cursor:)`` reads, for `SELECT`s.
+    static let columns = "id, filename, state, timestamp, has_synced, local_uri, media_type, size, meta_data"
+
+    init(
+        id: String,
+        filename: String,
+        state: AttachmentState,
+        timestamp: Int64,
+        hasSynced: Bool = false,
+        localPath: String? = nil,
+        mediaType: String? = nil,
+        size: Int64? = nil,
+        metaData: String? = nil
+    ) {
+        self.id = id
+        self.filename = filename
+        self.state = state
+        self.timestamp = timestamp
+        self.hasSynced = hasSynced
+        self.localPath = localPath
+        self.mediaType = mediaType
+        self.size = size
+        self.metaData = metaData
+    }
+
+    init(cursor: SqlCursor) throws {
+        let id = try cursor.getString(name: "id")
+        let rawState = try cursor.getInt(name: "state")
+        guard let state = AttachmentState(rawValue: rawState) else {
+            throw LocalDatabaseError(
+                code: .typeMismatch,
+                message: "attachment \(String(reflecting: id)) has unknown state \(rawState)",
+                name: "state"
+            )
+        }
+        self.init(
+            id: id,
+            filename: try cursor.getStringOptional(name: "filename") ?? id,
+            state: state,
+            timestamp: try cursor.getInt64Optional(name: "timestamp") ?? 0,
+            hasSynced: try cursor.getBooleanOptional(name: "has_synced") ?? false,
+            localPath: try cursor.getStringOptional(name: "local_uri"),
+            mediaType: try cursor.getStringOptional(name: "media_type"),
+            size: try cursor.getInt64Optional(name: "size"),
+            metaData: try cursor.getStringOptional(name: "meta_data")
+        )
+    }
+
+    /// The public value, with the local path resolved against `directory`.
+    func attachment(in directory: URL) -> Attachment {
+        Attachment(
+            id: id,
+            filename: filename,
+            state: state,
+            timestamp: timestamp,
+            hasSynced: hasSynced,
+            localUri: localPath.map { directory.appendingPathComponent($0).path },
+            mediaType: mediaType,
+            size: size,
+            metaData: metaData
+        )
+    }
+}

@@ -1,0 +1,127 @@
+import Foundation
+
+/// The SQL the queue runs against its attachments table. Every state change is conditional on the state
+/// the caller last saw (`WHERE id = ? AND state = ?`), so a stale decision never overwrites a newer one;
+/// each method returns whether its row changed.
+struct AttachmentStore: Sendable {
+    let table: String
+
+    init(table: String) {
+        self.table = SqlIdentifier.quote(table)
+    }
+
+    // MARK: Reads
+
+    func record(id: String, in tx: SqlTransaction) throws -> AttachmentRecord? {
+        try tx.getOptional(sql: "SELECT \(AttachmentRecord.columns) FROM \(table) WHERE id = ?", parameters: [id]) {
+            try AttachmentRecord(cursor: $0)
+        }
+    }
+
+    func records(in tx: SqlTransaction, where condition: String = "1", parameters: SqlParameters = [])
+        throws -> [AttachmentRecord]
+    {
+        try tx.getAll(
+            sql: "SELECT \(AttachmentRecord.columns) FROM \(table) WHERE \(condition) ORDER BY timestamp, id",
+            parameters: parameters
+        ) { try AttachmentRecord(cursor: $0) }
+    }
+
+    /// Records waiting for a transfer, oldest first.
+    func queued(in tx: SqlTransaction) throws -> [AttachmentRecord] {
+        try records(
+            in: tx,
+            where: "state IN (?, ?, ?)",
+            parameters: [
+                AttachmentState.queuedDownload.rawValue, AttachmentState.queuedUpload.rawValue,
+                AttachmentState.queuedDelete.rawValue,
+            ]
+        )
+    }
+
+    /// A query whose result changes whenever a record enters or leaves a queued state (every write of the
+    /// queue moves `timestamp` forward), for the sync trigger's watch.
+    var queuedSignalSQL: String {
+        "SELECT count(*) AS n, max(timestamp) AS latest FROM \(table) WHERE state IN (0, 1, 2)"
+    }
+
+    // MARK: Writes
+
+    func insert(_ record: AttachmentRecord, in tx: SqlTransaction) throws {
+        try tx.execute(
+            sql: """
+                INSERT INTO \(table) (id, filename, state, timestamp, has_synced, local_uri, media_type, size, meta_data)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            parameters: [
+                record.id, record.filename, record.state.rawValue, record.timestamp, record.hasSynced,
+                record.localPath, record.mediaType, record.size, record.metaData,
+            ]
+        )
+    }
+
+    /// Moves a record from `expected` to `newState`, setting the given extra columns.
+    @discardableResult
+    func transition(
+        id: String,
+        from expected: AttachmentState,
+        to newState: AttachmentState,
+        timestamp: Int64,
+        set assignments: [(column: String, value: (any SqlValueConvertible)?)] = [],
+        in tx: SqlTransaction
+    ) throws -> Bool {
+        var sql = "UPDATE \(table) SET state = ?, timestamp = ?"
+        var parameters: SqlParameters = [newState.rawValue, timestamp]
+        for assignment in assignments {
+            sql += ", \(SqlIdentifier.quote(assignment.column)) = ?"
+            parameters.append(assignment.value)
+        }
+        sql += " WHERE id = ? AND state = ?"
+        parameters.append(contentsOf: [id, expected.rawValue] as SqlParameters)
+        return try tx.execute(sql: sql, parameters: parameters) == 1
+    }
+
+    /// Sets columns of a record that is still in `expected`, leaving its state and timestamp alone.
+    @discardableResult
+    func update(
+        id: String,
+        ifState expected: AttachmentState,
+        set assignments: [(column: String, value: (any SqlValueConvertible)?)],
+        in tx: SqlTransaction
+    ) throws -> Bool {
+        let sets = assignments.map { "\(SqlIdentifier.quote($0.column)) = ?" }.joined(separator: ", ")
+        let parameters: SqlParameters = assignments.map(\.value) + [id, expected.rawValue]
+        return try tx.execute(sql: "UPDATE \(table) SET \(sets) WHERE id = ? AND state = ?", parameters: parameters)
+            == 1
+    }
+
+    @discardableResult
+    func delete(id: String, ifState expected: AttachmentState, in tx: SqlTransaction) throws -> Bool {
+        try tx.execute(sql: "DELETE FROM \(table) WHERE id = ? AND state = ?", parameters: [id, expected.rawValue])
+            == 1
+    }
+
+    /// Archived records beyond the newest `keep`, oldest first: the ones to evict.
+    func archivedBeyond(keep: Int64, in tx: SqlTransaction) throws -> [AttachmentRecord] {
+        try tx.getAll(
+            sql: """
+                SELECT \(AttachmentRecord.columns) FROM \(table) WHERE state = ?
+                ORDER BY timestamp DESC, id DESC LIMIT -1 OFFSET ?
+                """,
+            parameters: [AttachmentState.archived.rawValue, keep]
+        ) { try AttachmentRecord(cursor: $0) }
+        .reversed()
+    }
+
+    /// The names of the columns the table has, to check it before the queue starts.
+    func columnNames(in tx: SqlTransaction) throws -> Set<String> {
+        Set(
+            try tx.getAll(sql: "SELECT name FROM pragma_table_info(?)", parameters: [unquotedName]) {
+                try $0.getString(name: "name").lowercased()
+            })
+    }
+
+    private var unquotedName: String {
+        String(table.dropFirst().dropLast()).replacingOccurrences(of: "\"\"", with: "\"")
+    }
+}

@@ -1,0 +1,58 @@
+import Foundation
+
+/// Remote storage in a folder: each attachment is a file named after its ``Attachment/filename``.
+///
+/// It needs no server, so it is what the demo and the tests use, and it is handy for a shared network
+/// volume or for syncing between two app instances on one machine. Writes are atomic (temporary file, then
+/// rename), a missing file on download is ``AttachmentError/Code-swift.struct/remoteNotFound``, and deleting
+/// a missing file succeeds.
+///
+/// ```swift
+/// let remote = FileSystemRemoteStorage(directory: "/Volumes/Shared/attachments")
+/// ```
+public struct FileSystemRemoteStorage: RemoteStorageAdapter {
+    /// The folder that holds the files.
+    public let directory: URL
+    private let local = FileManagerStorageAdapter()
+
+    /// Uses `directory` (created on first upload) as the remote.
+    public init(directory: String) {
+        self.directory = URL(fileURLWithPath: directory, isDirectory: true)
+    }
+
+    /// Uses `directory` (created on first upload) as the remote.
+    public init(directory: URL) {
+        self.directory = directory
+    }
+
+    /// Writes the file atomically.
+    public func uploadFile(data: Data, attachment: Attachment) async throws {
+        _ = try await local.saveFile(filePath: try path(for: attachment), data: data)
+    }
+
+    /// Reads the file; throws ``AttachmentError/Code-swift.struct/remoteNotFound`` when it does not exist.
+    public func downloadFile(attachment: Attachment) async throws -> Data {
+        let path = try path(for: attachment)
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw AttachmentError(
+                code: .remoteNotFound,
+                message: "the remote folder has no file \(String(reflecting: attachment.filename))",
+                attachmentId: attachment.id,
+                name: attachment.filename,
+                path: path
+            )
+        }
+        return try await local.readFile(filePath: path, mediaType: attachment.mediaType)
+    }
+
+    /// Deletes the file; succeeds when it does not exist.
+    public func deleteFile(attachment: Attachment) async throws {
+        try await local.deleteFile(filePath: try path(for: attachment))
+    }
+
+    /// The path of the attachment's file, after checking that its filename is one path component.
+    func path(for attachment: Attachment) throws -> String {
+        try FileName.validate(attachment.filename, kind: "filename", attachmentId: attachment.id)
+        return directory.appendingPathComponent(attachment.filename).path
+    }
+}

@@ -1,0 +1,15 @@
+import Foundation
+
+/// Record timestamps: milliseconds since 1970 that never repeat or go backwards within a process, so
+/// "oldest first" is a total order even for records changed in the same millisecond.
+final class MonotonicTimestamps: Sendable {
+    private let last = LockedValue<Int64>(0)
+
+    func next() -> Int64 {
+        let now = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+        return last.withLock { last in
+            last = max(now, last + 1)
+            return last
+        }
+    }
+}

@@ -1,0 +1,520 @@
+import AttachmentSync
+import Foundation
+
+/// A ``RemoteStorageAdapter`` that keeps files in memory, for tests: with optional latency, injected
+/// failures, transfers that can be held mid-flight, and a record of every call.
+///
+/// Files are keyed by ``Attachment/filename`` and follow the adapter contract: an upload stores or
+/// overwrites, a download of a missing file throws ``AttachmentError`` with code
+/// ``AttachmentError/Code-swift.struct/remoteNotFound``, and a delete of a missing file succeeds.
+///
+/// Every call goes through the same steps, in this order:
+/// 1. It is counted (``uploadCount``, ``downloadCount`` or ``deleteCount``), logged in ``callLog`` and
+///    marked in flight (``inFlightCount``, ``maxConcurrentCalls``). A failure injected with
+///    ``failNext(_:count:with:)`` or ``setAlwaysFailing(_:with:)`` is chosen for it now.
+/// 2. It sleeps the configured latency on the configured clock.
+/// 3. While the storage is held (``hold()``), it parks until ``release()``.
+/// 4. It throws its injected failure, if one was chosen, leaving the stored files unchanged; otherwise it
+///    does its work. Either way it stops counting as in flight.
+///
+/// Cancelling the calling task during steps 2 or 3 makes the call throw `CancellationError` promptly,
+/// without touching the stored files.
+///
+/// ```swift
+/// let storage = InMemoryRemoteStorage()
+/// let photo = Attachment(id: "a", filename: "a.jpg", state: .queuedUpload)
+/// try await storage.uploadFile(data: Data("jpeg".utf8), attachment: photo)
+/// #expect(await storage.file(named: "a.jpg") == Data("jpeg".utf8))
+///
+/// await storage.failNext(.download, with: InMemoryRemoteStorage.offlineError)
+/// await #expect(throws: URLError.self) { try await storage.downloadFile(attachment: photo) }
+/// ```
+///
+/// In a test file that imports `Testing`, write `AttachmentSync.Attachment` for the attachment type:
+/// Swift Testing has an `Attachment` type of its own.
+public actor InMemoryRemoteStorage: RemoteStorageAdapter {
+    /// One of the three adapter operations.
+    ///
+    /// ```swift
+    /// await storage.failNext(.download, with: InjectedFailure())
+    /// ```
+    public enum Operation: Sendable, Hashable, CaseIterable, CustomStringConvertible {
+        /// ``RemoteStorageAdapter/uploadFile(data:attachment:)``.
+        case upload
+        /// ``RemoteStorageAdapter/downloadFile(attachment:)``.
+        case download
+        /// ``RemoteStorageAdapter/deleteFile(attachment:)``.
+        case delete
+
+        /// The operation's name: `upload`, `download` or `delete`.
+        ///
+        /// ```swift
+        /// #expect(InMemoryRemoteStorage.Operation.upload.description == "upload")
+        /// ```
+        public var description: String {
+            switch self {
+            case .upload: "upload"
+            case .download: "download"
+            case .delete: "delete"
+            }
+        }
+    }
+
+    /// A call made to the storage, as recorded in ``InMemoryRemoteStorage/callLog``.
+    ///
+    /// ```swift
+    /// #expect(await storage.callLog == [.init(operation: .upload, filename: "a.jpg")])
+    /// ```
+    public struct Call: Sendable, Hashable, CustomStringConvertible {
+        /// Which operation was called.
+        public var operation: Operation
+        /// The ``Attachment/filename`` of the attachment it was called with.
+        public var filename: String
+
+        /// Creates a record of a call, usually to compare with ``InMemoryRemoteStorage/callLog``.
+        ///
+        /// ```swift
+        /// let expected = InMemoryRemoteStorage.Call(operation: .download, filename: "a.jpg")
+        /// ```
+        ///
+        /// - Parameters:
+        ///   - operation: Which operation was called.
+        ///   - filename: The filename of the attachment it was called with.
+        public init(operation: Operation, filename: String) {
+            self.operation = operation
+            self.filename = filename
+        }
+
+        /// The operation and the filename, such as `upload a.jpg`, for test output.
+        ///
+        /// ```swift
+        /// #expect(InMemoryRemoteStorage.Call(operation: .delete, filename: "b.png").description == "delete b.png")
+        /// ```
+        public var description: String {
+            "\(operation) \(filename)"
+        }
+    }
+
+    /// A failure injected with ``InMemoryRemoteStorage/failNext(_:count:with:)`` that has calls left.
+    private struct OneShotFailure {
+        var operation: Operation?
+        var remaining: Int
+        var error: any Error
+    }
+
+    /// A task suspended in ``InMemoryRemoteStorage/waitForInFlight(count:)``.
+    private struct InFlightWaiter {
+        var count: Int
+        var continuation: CheckedContinuation<Void, Never>
+    }
+
+    /// The error of a device without a network connection: `URLError(.notConnectedToInternet)`, for
+    /// ``failNext(_:count:with:)`` and ``setAlwaysFailing(_:with:)`` when the code under test treats
+    /// being offline differently from other failures.
+    ///
+    /// ```swift
+    /// await storage.setAlwaysFailing(with: InMemoryRemoteStorage.offlineError)
+    /// ```
+    public static var offlineError: URLError {
+        URLError(.notConnectedToInternet)
+    }
+
+    private let latency: Duration
+    private let clock: any Clock<Duration>
+
+    private var storedFiles: [String: Data] = [:]
+    private var oneShotFailures: [OneShotFailure] = []
+    private var permanentFailures: [Operation: any Error] = [:]
+    private var lastID: UInt64 = 0
+    /// Calls parked by ``hold()``, by id; ids grow with each call, so sorting them gives arrival order.
+    private var parkedCalls: [UInt64: CheckedContinuation<Void, any Error>] = [:]
+    private var inFlightWaiters: [UInt64: InFlightWaiter] = [:]
+
+    /// The number of ``RemoteStorageAdapter/uploadFile(data:attachment:)`` calls made, including those
+    /// that failed or were cancelled.
+    ///
+    /// ```swift
+    /// #expect(await storage.uploadCount == 1)
+    /// ```
+    public private(set) var uploadCount = 0
+
+    /// The number of ``RemoteStorageAdapter/downloadFile(attachment:)`` calls made, including those that
+    /// failed or were cancelled.
+    ///
+    /// ```swift
+    /// #expect(await storage.downloadCount == 0)
+    /// ```
+    public private(set) var downloadCount = 0
+
+    /// The number of ``RemoteStorageAdapter/deleteFile(attachment:)`` calls made, including those that
+    /// failed or were cancelled.
+    ///
+    /// ```swift
+    /// #expect(await storage.deleteCount == 2)
+    /// ```
+    public private(set) var deleteCount = 0
+
+    /// Every call made, in the order the calls reached the storage, including those that failed or were
+    /// cancelled.
+    ///
+    /// ```swift
+    /// #expect(await storage.callLog.map(\.operation) == [.upload, .download])
+    /// ```
+    public private(set) var callLog: [Call] = []
+
+    /// The number of calls that have started and not yet returned or thrown: sleeping their latency,
+    /// parked by ``hold()``, or about to finish.
+    ///
+    /// ```swift
+    /// await storage.waitForInFlight(count: 2)
+    /// #expect(await storage.inFlightCount == 2)
+    /// ```
+    public private(set) var inFlightCount = 0
+
+    /// The highest ``inFlightCount`` seen so far: how many calls the code under test ran at once.
+    ///
+    /// Calls only overlap when they suspend, so give them a latency or ``hold()`` the storage to measure
+    /// concurrency.
+    ///
+    /// ```swift
+    /// #expect(await storage.maxConcurrentCalls <= 2)
+    /// ```
+    public private(set) var maxConcurrentCalls = 0
+
+    /// Whether calls are being parked: `true` between ``hold()`` and ``release()``.
+    ///
+    /// ```swift
+    /// await storage.hold()
+    /// #expect(await storage.isHolding)
+    /// ```
+    public private(set) var isHolding = false
+
+    /// Creates an empty storage.
+    ///
+    /// ```swift
+    /// let clock = ManualClock()
+    /// let slowStorage = InMemoryRemoteStorage(latency: .milliseconds(200), clock: clock)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - latency: How long every call sleeps on `clock` before doing its work; zero skips the sleep. The
+    ///     default is `.zero`.
+    ///   - clock: The clock the latency is slept on; pass a ``ManualClock`` to decide in the test when
+    ///     calls complete. The default is a `ContinuousClock`.
+    public init(latency: Duration = .zero, clock: any Clock<Duration> = ContinuousClock()) {
+        self.latency = latency
+        self.clock = clock
+    }
+
+    // MARK: - RemoteStorageAdapter
+
+    /// Stores `data` as the file named ``Attachment/filename``, replacing any file of that name.
+    ///
+    /// ```swift
+    /// try await storage.uploadFile(data: Data([1, 2]), attachment: attachment)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - data: The file's contents.
+    ///   - attachment: The attachment; only its filename is used.
+    /// - Throws: An injected failure, or `CancellationError` when cancelled during latency or a hold. The
+    ///   stored files are unchanged when it throws.
+    public func uploadFile(data: Data, attachment: Attachment) async throws {
+        let failure = beginCall(.upload, filename: attachment.filename)
+        defer { endCall() }
+        try await prepare(failure: failure)
+        storedFiles[attachment.filename] = data
+    }
+
+    /// Returns the file named ``Attachment/filename``.
+    ///
+    /// ```swift
+    /// let data = try await storage.downloadFile(attachment: attachment)
+    /// ```
+    ///
+    /// - Parameter attachment: The attachment; its filename is looked up, and its id goes into the error.
+    /// - Returns: The file's contents.
+    /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/remoteNotFound`` (and
+    ///   the attachment's id and filename) when there is no such file; an injected failure; or
+    ///   `CancellationError` when cancelled during latency or a hold.
+    public func downloadFile(attachment: Attachment) async throws -> Data {
+        let failure = beginCall(.download, filename: attachment.filename)
+        defer { endCall() }
+        try await prepare(failure: failure)
+        guard let data = storedFiles[attachment.filename] else {
+            throw AttachmentError(
+                code: .remoteNotFound,
+                message: "Remote storage has no file named '\(attachment.filename)'",
+                attachmentId: attachment.id,
+                name: attachment.filename
+            )
+        }
+        return data
+    }
+
+    /// Deletes the file named ``Attachment/filename``; succeeds when there is no such file.
+    ///
+    /// ```swift
+    /// try await storage.deleteFile(attachment: attachment)
+    /// try await storage.deleteFile(attachment: attachment)  // still fine
+    /// ```
+    ///
+    /// - Parameter attachment: The attachment; only its filename is used.
+    /// - Throws: An injected failure, or `CancellationError` when cancelled during latency or a hold. The
+    ///   stored files are unchanged when it throws.
+    public func deleteFile(attachment: Attachment) async throws {
+        let failure = beginCall(.delete, filename: attachment.filename)
+        defer { endCall() }
+        try await prepare(failure: failure)
+        storedFiles[attachment.filename] = nil
+    }
+
+    // MARK: - Inspecting and seeding files
+
+    /// All stored files, by filename.
+    ///
+    /// ```swift
+    /// #expect(await storage.files.keys.sorted() == ["a.jpg", "b.jpg"])
+    /// ```
+    public var files: [String: Data] {
+        storedFiles
+    }
+
+    /// The stored file named `name`, or `nil` when there is none.
+    ///
+    /// ```swift
+    /// #expect(await storage.file(named: "a.jpg") == Data("jpeg".utf8))
+    /// ```
+    ///
+    /// - Parameter name: A filename.
+    /// - Returns: The file's contents, or `nil`.
+    public func file(named name: String) -> Data? {
+        storedFiles[name]
+    }
+
+    /// Stores a file directly, as if another device had uploaded it: no call is counted or logged, and no
+    /// latency, hold or failure applies.
+    ///
+    /// ```swift
+    /// await storage.setFile(Data("from another phone".utf8), named: "b.jpg")
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - data: The file's contents.
+    ///   - name: The filename to store it under, replacing any file of that name.
+    public func setFile(_ data: Data, named name: String) {
+        storedFiles[name] = data
+    }
+
+    /// Removes a file directly, as if another device had deleted it: no call is counted or logged. Does
+    /// nothing when there is no such file.
+    ///
+    /// ```swift
+    /// await storage.removeFile(named: "b.jpg")
+    /// ```
+    ///
+    /// - Parameter name: The filename to remove.
+    public func removeFile(named name: String) {
+        storedFiles[name] = nil
+    }
+
+    // MARK: - Injecting failures
+
+    /// Makes the next `count` calls of `operation` (of any operation when `nil`) throw `error`, without
+    /// changing the stored files.
+    ///
+    /// A call takes its failure when it starts (so calls already in flight are not affected), still sleeps
+    /// its latency and waits out a hold, then throws. Failures injected by several `failNext` calls are
+    /// used in the order they were injected: a call takes the oldest one that applies to its operation.
+    /// One-shot failures are used before a failure set with ``setAlwaysFailing(_:with:)``. A `count` of
+    /// zero or less injects nothing.
+    ///
+    /// ```swift
+    /// await storage.failNext(.upload, count: 2, with: InjectedFailure("503"))
+    /// // the next two uploads throw InjectedFailure("503"); the third succeeds
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - operation: The operation to fail, or `nil` for whichever calls come next. The default is `nil`.
+    ///   - count: How many calls to fail. The default is `1`.
+    ///   - error: The error those calls throw; ``InjectedFailure`` and ``offlineError`` are handy.
+    public func failNext(_ operation: Operation? = nil, count: Int = 1, with error: any Error) {
+        guard count > 0 else { return }
+        oneShotFailures.append(OneShotFailure(operation: operation, remaining: count, error: error))
+    }
+
+    /// Makes every call of `operation` (of every operation when `nil`) throw `error` from now on, or stops
+    /// that when `error` is `nil`.
+    ///
+    /// `setAlwaysFailing(.upload, with: nil)` stops failing uploads only; `setAlwaysFailing(with: nil)`
+    /// stops failing every operation. Calls already in flight are not affected, and failures injected with
+    /// ``failNext(_:count:with:)`` are used first.
+    ///
+    /// ```swift
+    /// await storage.setAlwaysFailing(with: InMemoryRemoteStorage.offlineError)  // the device goes offline
+    /// // … every call throws …
+    /// await storage.setAlwaysFailing(with: nil)  // back online
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - operation: The operation to fail, or `nil` for all of them. The default is `nil`.
+    ///   - error: The error to throw, or `nil` to stop failing.
+    public func setAlwaysFailing(_ operation: Operation? = nil, with error: (any Error)?) {
+        for affected in operation.map({ [$0] }) ?? Operation.allCases {
+            permanentFailures[affected] = error
+        }
+    }
+
+    // MARK: - Holding calls mid-flight
+
+    /// Makes calls park once they have been counted, marked in flight and have slept their latency, until
+    /// ``release()``.
+    ///
+    /// Use it to observe the code under test while transfers are in progress: how many it runs at once
+    /// (``waitForInFlight(count:)``, ``maxConcurrentCalls``), what it reports meanwhile, and what it does
+    /// when it cancels them. A parked call whose task is cancelled throws `CancellationError` at once.
+    ///
+    /// ```swift
+    /// await storage.hold()
+    /// let uploads = (1...3).map { n in
+    ///     Task { try await storage.uploadFile(data: Data([UInt8(n)]), attachment: attachments[n - 1]) }
+    /// }
+    /// await storage.waitForInFlight(count: 3)
+    /// await storage.release()
+    /// ```
+    public func hold() {
+        isHolding = true
+    }
+
+    /// Stops holding: resumes every parked call, in the order they arrived, and lets later calls through.
+    ///
+    /// ```swift
+    /// await storage.release()
+    /// ```
+    public func release() {
+        isHolding = false
+        let parked = parkedCalls.sorted { $0.key < $1.key }
+        parkedCalls = [:]
+        for (_, continuation) in parked {
+            continuation.resume()
+        }
+    }
+
+    /// Suspends the calling task until at least `count` calls are in flight at once.
+    ///
+    /// Returns at once when ``inFlightCount`` is already at least `count`. Otherwise the task is resumed by
+    /// the call that brings the count to `count` (there is no polling). A call counts as in flight from the
+    /// moment it starts, so with no latency, a call that made this method return is already parked if the
+    /// storage is held.
+    ///
+    /// If the waiting task is cancelled, the method returns early, without the condition being met; a test
+    /// with a time limit therefore fails instead of hanging.
+    ///
+    /// ```swift
+    /// await storage.hold()
+    /// let upload = Task { try await storage.uploadFile(data: Data(), attachment: attachment) }
+    /// await storage.waitForInFlight(count: 1)
+    /// upload.cancel()
+    /// ```
+    ///
+    /// - Parameter count: The number of calls to wait for.
+    public func waitForInFlight(count: Int) async {
+        guard inFlightCount < count else { return }
+        let id = makeID()
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                if Task.isCancelled {
+                    continuation.resume()
+                } else {
+                    inFlightWaiters[id] = InFlightWaiter(count: count, continuation: continuation)
+                }
+            }
+        } onCancel: {
+            Task { await self.cancelInFlightWaiter(id: id) }
+        }
+    }
+
+    // MARK: - Private
+
+    private func makeID() -> UInt64 {
+        lastID += 1
+        return lastID
+    }
+
+    /// Step 1 of every call: counts and logs it, marks it in flight, wakes the waiters that this satisfies,
+    /// and returns the failure it should throw, if any.
+    private func beginCall(_ operation: Operation, filename: String) -> (any Error)? {
+        switch operation {
+        case .upload: uploadCount += 1
+        case .download: downloadCount += 1
+        case .delete: deleteCount += 1
+        }
+        callLog.append(Call(operation: operation, filename: filename))
+        inFlightCount += 1
+        maxConcurrentCalls = max(maxConcurrentCalls, inFlightCount)
+
+        let satisfied = inFlightWaiters.filter { $0.value.count <= inFlightCount }
+        for (id, waiter) in satisfied {
+            inFlightWaiters[id] = nil
+            waiter.continuation.resume()
+        }
+
+        if let index = oneShotFailures.firstIndex(where: { $0.operation == nil || $0.operation == operation }) {
+            let error = oneShotFailures[index].error
+            oneShotFailures[index].remaining -= 1
+            if oneShotFailures[index].remaining == 0 {
+                oneShotFailures.remove(at: index)
+            }
+            return error
+        }
+        return permanentFailures[operation]
+    }
+
+    /// The last step of every call, however it ends.
+    private func endCall() {
+        inFlightCount -= 1
+    }
+
+    /// Steps 2 to 4 short of the work itself: latency, hold, injected failure.
+    private func prepare(failure: (any Error)?) async throws {
+        if latency > .zero {
+            try await clock.sleep(for: latency)
+        }
+        if isHolding {
+            try await park()
+        }
+        if let failure {
+            throw failure
+        }
+    }
+
+    /// Suspends the calling call until ``release()`` or until its task is cancelled.
+    private func park() async throws {
+        let id = makeID()
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                // This closure runs on the actor, synchronously, before the call suspends; the cancellation
+                // handler below can only reach `parkedCalls` through a new task that needs the actor, so it
+                // looks only after this closure has stored the continuation (or resumed it). A task
+                // cancelled earlier is caught by `isCancelled` here, and the handler's later lookup finds
+                // nothing. Each continuation is resumed exactly once, by whoever removes it from
+                // `parkedCalls`.
+                if Task.isCancelled {
+                    continuation.resume(throwing: CancellationError())
+                } else {
+                    parkedCalls[id] = continuation
+                }
+            }
+        } onCancel: {
+            Task { await self.cancelParkedCall(id: id) }
+        }
+    }
+
+    private func cancelParkedCall(id: UInt64) {
+        parkedCalls.removeValue(forKey: id)?.resume(throwing: CancellationError())
+    }
+
+    private func cancelInFlightWaiter(id: UInt64) {
+        inFlightWaiters.removeValue(forKey: id)?.continuation.resume()
+    }
+}

@@ -1,0 +1,70 @@
+import Foundation
+
+#if canImport(Darwin)
+    import Darwin
+#elseif canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
+/// Where the demo writes: standard output, unbuffered, so progress lines and the final report arrive in
+/// order whether the output goes to a terminal, a pipe or a file.
+///
+/// On a terminal, a status line is rewritten in place (`\r`) as it changes; elsewhere only milestones are
+/// written, one plain line each, so logs stay short.
+final class DemoConsole: @unchecked Sendable {
+    /// Whether standard output is a terminal.
+    let isTerminal: Bool
+    /// Guards `openStatus`; the demo writes from one task, but the console must stay safe if that changes.
+    private let lock = NSLock()
+    /// Whether a status line is on screen without its line break yet (terminal only).
+    private var openStatus = false
+
+    /// A console for the process's standard output.
+    init() {
+        isTerminal = isatty(STDOUT_FILENO) == 1
+    }
+
+    /// Writes `text` as a line of its own.
+    func line(_ text: String = "") {
+        lock.withLock {
+            var output = openStatus ? "\n" : ""
+            openStatus = false
+            output += text + "\n"
+            write(output)
+        }
+    }
+
+    /// Shows a status line: rewritten in place on a terminal; written as a plain line elsewhere only when
+    /// `milestone` is true.
+    func status(_ text: String, milestone: Bool) {
+        lock.withLock {
+            if isTerminal {
+                // Carriage return, then erase to the end of the line, then the new text.
+                write("\r\u{1B}[K" + text)
+                openStatus = true
+            } else if milestone {
+                write(text + "\n")
+            }
+        }
+    }
+
+    /// Ends the current status line, if one is open, keeping its last text on screen.
+    func endStatus() {
+        lock.withLock {
+            if openStatus { write("\n") }
+            openStatus = false
+        }
+    }
+
+    /// Writes `text` to standard error, after ending an open status line.
+    func error(_ text: String) {
+        endStatus()
+        FileHandle.standardError.write(Data((text + "\n").utf8))
+    }
+
+    private func write(_ text: String) {
+        FileHandle.standardOutput.write(Data(text.utf8))
+    }
+}

@@ -1,0 +1,449 @@
+import AttachmentSync
+import Foundation
+import Logging
+
+/// The demo's story, step by step: device A completes an inspection checklist with a photo per item,
+/// device B receives the rows and downloads the photos, A deletes one photo and B archives its copy.
+///
+/// Row sync between the devices is played by the scenario itself (it copies rows from A's database to
+/// B's); everything about files is the library's job, and the scenario only watches it happen, polling
+/// the queues' records until each step has converged or the deadline has passed.
+struct DemoScenario: Sendable {
+    /// How many checklist items (and photos) device A creates.
+    let count: Int
+    /// The time the whole scenario may take.
+    let timeout: Duration
+    /// The demo's working folder.
+    let root: URL
+    /// Where progress and results are written.
+    let console: DemoConsole
+    /// Where the library logs, or `nil` to keep it quiet.
+    let logger: Logger?
+
+    /// How often the scenario looks at the queues' records while waiting.
+    static let pollInterval = Duration.milliseconds(50)
+    /// The queues' periodic pass interval, short so that a missed trigger costs little.
+    static let syncInterval = Duration.seconds(1)
+    /// The queues' throttle between passes triggered by changes.
+    static let syncThrottleDuration = Duration.milliseconds(50)
+
+    /// The things an inspector checks; item descriptions cycle through them.
+    static let checks = [
+        "Fire exits unobstructed",
+        "Extinguisher gauge in the green",
+        "Emergency lights come on",
+        "Smoke detector responds to test button",
+        "First-aid kit complete",
+        "Electrical panel cover closed",
+        "Guard rails firmly fixed",
+        "Walkways free of trip hazards",
+        "Ladder inspection tag current",
+        "Eye-wash station flushed",
+        "Gas cylinders chained upright",
+        "Safety signage readable",
+    ]
+
+    /// One checklist row as it travels from A to B.
+    struct ChecklistRow: Sendable {
+        var id: String
+        var description: String?
+        var completed: Int?
+        var photoId: String?
+    }
+
+    /// What one poll of a waiting step saw.
+    struct Poll: Sendable {
+        /// Units done so far (photos uploaded, say).
+        var completed: Int
+        /// Units to do.
+        var total: Int
+        /// The status line to show.
+        var line: String
+        /// Whether the step has converged.
+        var isDone: Bool
+    }
+
+    // MARK: - Running
+
+    /// Runs the scenario in `root`, then stops both devices whatever happened.
+    ///
+    /// - Throws: ``DemoFailure`` when a step does not converge before the deadline or a copy differs from
+    ///   its original; the library's errors as they come.
+    func run() async throws {
+        let clock = ContinuousClock()
+        let started = clock.now
+        let deadline = started.advanced(by: timeout)
+        let remote = FileSystemRemoteStorage(directory: root.appendingPathComponent("remote", isDirectory: true))
+        let a = try makeDevice("A", remote: remote)
+        let b: DemoDevice
+        do {
+            b = try makeDevice("B", remote: remote)
+        } catch {
+            await a.shutDown()
+            throw error
+        }
+        describeLayout(a, b, remote)
+
+        do {
+            try await a.queue.startSync()
+            try await b.queue.startSync()
+            try await play(a, b, remote, deadline: deadline)
+            try await report(a, b, remote, failed: false)
+            console.line("demo converged in \(DemoReport.seconds(clock.now - started)): \(count) photos")
+        } catch {
+            console.endStatus()
+            console.line()
+            console.line("state when the demo stopped:")
+            try? await report(a, b, remote, failed: true)
+            await a.shutDown()
+            await b.shutDown()
+            throw error
+        }
+        await a.shutDown()
+        await b.shutDown()
+    }
+
+    private func makeDevice(_ name: String, remote: FileSystemRemoteStorage) throws -> DemoDevice {
+        try DemoDevice(
+            name: name,
+            root: root,
+            remote: remote,
+            syncInterval: Self.syncInterval,
+            syncThrottleDuration: Self.syncThrottleDuration,
+            logger: logger
+        )
+    }
+
+    private func describeLayout(_ a: DemoDevice, _ b: DemoDevice, _ remote: FileSystemRemoteStorage) {
+        console.line("AttachmentSync demo: an inspection checklist on two devices that share one remote folder")
+        console.line("working folder  \(root.path)")
+        for device in [a, b] {
+            console.line(
+                "  device \(device.name)      \(device.folder.lastPathComponent)/app.sqlite, "
+                    + "\(device.folder.lastPathComponent)/attachments/")
+        }
+        console.line("  remote        \(remote.directory.lastPathComponent)/")
+    }
+
+    // MARK: - The story
+
+    /// The two devices, the remote they share and the deadline every step must meet.
+    private struct Stage: Sendable {
+        let a: DemoDevice
+        let b: DemoDevice
+        let remote: FileSystemRemoteStorage
+        let deadline: ContinuousClock.Instant
+    }
+
+    /// One photo A took: the checklist item it belongs to, its attachment id and its bytes.
+    private struct Photo: Sendable {
+        let item: ChecklistRow
+        let attachmentId: String
+        let data: Data
+    }
+
+    private func play(
+        _ a: DemoDevice, _ b: DemoDevice, _ remote: FileSystemRemoteStorage, deadline: ContinuousClock.Instant
+    ) async throws {
+        let stage = Stage(a: a, b: b, remote: remote, deadline: deadline)
+        let photos = try await captureAndUpload(stage)
+        try await syncRowsAndDownload(stage, photos: photos)
+        guard let deleted = photos.first else {
+            throw DemoFailure("the demo has no photo to delete")
+        }
+        try await deleteOnA(stage, photo: deleted)
+        try await archiveOnB(stage, photo: deleted)
+        // The end state: every remaining photo still matches everywhere.
+        _ = try await compareCopies(of: Array(photos.dropFirst()), stage)
+        try await checkFinalState(stage)
+    }
+
+    /// Step 1, device A: the inspector ticks every item and takes a photo of it; the queue uploads them.
+    private func captureAndUpload(_ stage: Stage) async throws -> [Photo] {
+        let a = stage.a
+        console.line()
+        console.line("1. A completes \(count) checklist items, with a photo each")
+        let rows = checklistRows()
+        try await a.db.writeTransaction { tx in
+            for row in rows {
+                try tx.execute(
+                    sql: "INSERT INTO checklists (id, description, completed) VALUES (?, ?, 0)",
+                    arguments: [row.id, row.description]
+                )
+            }
+        }
+        let generator = DemoPhotos()
+        let started = ContinuousClock.now
+        var photos: [Photo] = []
+        var capturedBytes = 0
+        for (index, row) in rows.enumerated() {
+            let data = generator.photo(index)
+            let checklistId = row.id
+            let attachment = try await a.queue.saveFile(data: data, mediaType: "image/jpeg", fileExtension: "jpg") {
+                tx, attachment in
+                try tx.execute(
+                    sql: "UPDATE checklists SET photo_id = ?, completed = 1 WHERE id = ?",
+                    arguments: [attachment.id, checklistId]
+                )
+            }
+            photos.append(Photo(item: row, attachmentId: attachment.id, data: data))
+            capturedBytes += data.count
+            let isLast = index + 1 == count
+            let elapsed = isLast ? "  in \(DemoReport.seconds(.now - started))" : ""
+            console.status(
+                "A  captured \(index + 1)/\(count)  (\(DemoReport.bytes(capturedBytes)))\(elapsed)",
+                milestone: isLast
+            )
+        }
+        console.endStatus()
+        try await wait("A to upload every photo", since: started, deadline: stage.deadline) {
+            let snapshot = try await a.snapshot()
+            let synced = snapshot.records(in: .synced)
+            let bytes = synced.reduce(0) { $0 + Int($1.size ?? 0) }
+            return Poll(
+                completed: synced.count,
+                total: count,
+                line: "A  uploaded \(synced.count)/\(count)  (\(DemoReport.bytes(bytes)))",
+                isDone: synced.count == count && snapshot.records.count == count
+            )
+        }
+        return photos
+    }
+
+    /// Step 2, row sync stand-in: B receives A's checklist rows, and its queue downloads the photos they
+    /// name. Then every copy is compared with the original.
+    private func syncRowsAndDownload(_ stage: Stage, photos: [Photo]) async throws {
+        let b = stage.b
+        console.line()
+        console.line("2. the checklist rows reach B (the demo copies them; PowerSync would in an app)")
+        let rowsOfA = try await stage.a.db.getAll(
+            sql: "SELECT id, description, completed, photo_id FROM checklists ORDER BY id"
+        ) { cursor in
+            ChecklistRow(
+                id: try cursor.getString(name: "id"),
+                description: try cursor.getStringOptional(name: "description"),
+                completed: try cursor.getIntOptional(name: "completed"),
+                photoId: try cursor.getStringOptional(name: "photo_id")
+            )
+        }
+        let started = ContinuousClock.now
+        try await b.db.writeTransaction { tx in
+            for row in rowsOfA {
+                try tx.execute(
+                    sql: "INSERT INTO checklists (id, description, completed, photo_id) VALUES (?, ?, ?, ?)",
+                    arguments: [row.id, row.description, row.completed, row.photoId]
+                )
+            }
+        }
+        try await wait("B to download every photo", since: started, deadline: stage.deadline) {
+            let snapshot = try await b.snapshot()
+            let onDisk = snapshot.records(in: .synced).filter { record in
+                record.localUri.map { FileManager.default.fileExists(atPath: $0) } ?? false
+            }
+            let bytes = onDisk.reduce(0) { $0 + Int($1.size ?? 0) }
+            return Poll(
+                completed: onDisk.count,
+                total: count,
+                line: "B  downloaded \(onDisk.count)/\(count)  (\(DemoReport.bytes(bytes)))",
+                isDone: onDisk.count == count && snapshot.records.count == count
+            )
+        }
+        let compared = try await compareCopies(of: photos, stage)
+        console.line(
+            "   bytes: \(count)/\(count) photos identical on A, remote and B (\(DemoReport.bytes(compared)) compared)")
+    }
+
+    /// Step 3, device A: one photo was of the wrong thing; the inspector deletes it, locally and remotely.
+    private func deleteOnA(_ stage: Stage, photo: Photo) async throws {
+        let a = stage.a
+        let id = photo.attachmentId
+        console.line()
+        console.line("3. A deletes the photo of \"\(photo.item.description ?? photo.item.id)\" (\(id))")
+        let started = ContinuousClock.now
+        try await a.queue.deleteFile(attachmentId: id) { tx, _ in
+            try tx.execute(sql: "UPDATE checklists SET photo_id = NULL WHERE photo_id = ?", arguments: [id])
+        }
+        let remoteFile = stage.remote.directory.appendingPathComponent("\(id).jpg")
+        let localFile = a.attachmentsDirectory.appendingPathComponent("\(id).jpg")
+        try await wait("A to delete the photo locally and remotely", since: started, deadline: stage.deadline) {
+            let record = try await a.queue.attachment(id: id)
+            let remoteGone = !FileManager.default.fileExists(atPath: remoteFile.path)
+            let localGone = !FileManager.default.fileExists(atPath: localFile.path)
+            let done = record == nil && remoteGone && localGone
+            return Poll(
+                completed: done ? 1 : 0,
+                total: 1,
+                line:
+                    "A  record \(record.map { "\($0.state)" } ?? "gone"), local file \(localGone ? "gone" : "present"), "
+                    + "remote file \(remoteGone ? "gone" : "present")",
+                isDone: done
+            )
+        }
+    }
+
+    /// Step 4, row sync stand-in: B learns that the item no longer has a photo; its copy is archived and
+    /// the file kept as a cache, byte for byte the photo A took.
+    private func archiveOnB(_ stage: Stage, photo: Photo) async throws {
+        let b = stage.b
+        let id = photo.attachmentId
+        console.line()
+        console.line("4. the cleared photo_id reaches B")
+        let started = ContinuousClock.now
+        try await b.db.writeTransaction { tx in
+            try tx.execute(sql: "UPDATE checklists SET photo_id = NULL WHERE id = ?", arguments: [photo.item.id])
+        }
+        try await wait("B to archive its copy of the deleted photo", since: started, deadline: stage.deadline) {
+            let record = try await b.queue.attachment(id: id)
+            let file = record?.localUri.flatMap { FileManager.default.fileExists(atPath: $0) ? $0 : nil }
+            let archived = record?.state == .archived
+            return Poll(
+                completed: archived && file != nil ? 1 : 0,
+                total: 1,
+                line: "B  record \(record.map { "\($0.state)" } ?? "gone"), "
+                    + "file \(file == nil ? "missing" : archived ? "kept as cache" : "present")",
+                isDone: archived && file != nil
+            )
+        }
+        guard let cached = try await b.queue.attachment(id: id)?.localUri,
+            (try? Data(contentsOf: URL(fileURLWithPath: cached))) == photo.data
+        else {
+            throw DemoFailure("byte check failed: B's archived copy of \(id) differs from the photo A took")
+        }
+        console.line("   bytes: B's archived copy is identical to the photo A took")
+    }
+
+    // MARK: - Waiting and checking
+
+    /// Polls `check` every ``pollInterval`` until it reports done, showing its status line and, once
+    /// done, the time since `started`; fails when `deadline` passes first. The number of polls is bounded
+    /// by the time left.
+    private func wait(
+        _ what: String,
+        since started: ContinuousClock.Instant,
+        deadline: ContinuousClock.Instant,
+        check: () async throws -> Poll
+    ) async throws {
+        let clock = ContinuousClock()
+        let polls = max(1, Int(((deadline - clock.now) / Self.pollInterval).rounded(.up)) + 1)
+        var lastQuarter = 0
+        var lastLine = ""
+        for _ in 0..<polls {
+            let poll = try await check()
+            if poll.isDone {
+                console.status("\(poll.line)  in \(DemoReport.seconds(clock.now - started))", milestone: true)
+                console.endStatus()
+                return
+            }
+            // Plain output shows each quarter of the way once; a terminal shows every change.
+            let quarter = poll.total > 0 ? poll.completed * 4 / poll.total : 0
+            let milestone = quarter > lastQuarter && quarter < 4
+            if milestone { lastQuarter = quarter }
+            if poll.line != lastLine || milestone {
+                console.status(poll.line, milestone: milestone)
+                lastLine = poll.line
+            }
+            if clock.now >= deadline {
+                console.endStatus()
+                throw DemoFailure(
+                    "timed out after \(DemoReport.shortSeconds(timeout)) waiting for \(what); last seen: \(poll.line)")
+            }
+            try await Task.sleep(for: Self.pollInterval)
+        }
+        console.endStatus()
+        throw DemoFailure("timed out after \(DemoReport.shortSeconds(timeout)) waiting for \(what)")
+    }
+
+    /// Compares every original with A's local file, the remote file and B's local file; returns the
+    /// number of bytes compared.
+    private func compareCopies(of photos: [Photo], _ stage: Stage) async throws -> Int {
+        var mismatches: [String] = []
+        var compared = 0
+        for photo in photos {
+            let id = photo.attachmentId
+            let original = photo.data
+            let places: [(String, URL?)] = [
+                ("A", try await stage.a.queue.attachment(id: id)?.localUri.map { URL(fileURLWithPath: $0) }),
+                ("remote", stage.remote.directory.appendingPathComponent("\(id).jpg")),
+                ("B", try await stage.b.queue.attachment(id: id)?.localUri.map { URL(fileURLWithPath: $0) }),
+            ]
+            for (place, url) in places {
+                guard let url, let copy = try? Data(contentsOf: url) else {
+                    mismatches.append("\(id) is missing on \(place)")
+                    continue
+                }
+                if copy == original {
+                    compared += copy.count
+                } else {
+                    mismatches.append("\(id) on \(place) differs (\(copy.count) bytes, expected \(original.count))")
+                }
+            }
+        }
+        guard mismatches.isEmpty else {
+            let shown = mismatches.prefix(5).joined(separator: "; ")
+            let more = mismatches.count > 5 ? " and \(mismatches.count - 5) more" : ""
+            throw DemoFailure("byte check failed: \(shown)\(more)")
+        }
+        return compared
+    }
+
+    /// Checks the end state: A has `count - 1` synced photos, B the same plus one archived, the remote
+    /// `count - 1` files; each device's folder holds exactly its records' files.
+    private func checkFinalState(_ stage: Stage) async throws {
+        let aState = try await stage.a.snapshot()
+        let bState = try await stage.b.snapshot()
+        let remoteFiles = try DemoSnapshot.regularFiles(in: stage.remote.directory)
+        var problems: [String] = []
+        if aState.count(.synced) != count - 1 || aState.records.count != count - 1 {
+            problems.append("A should hold \(count - 1) synced records, not \(describe(aState))")
+        }
+        if bState.count(.synced) != count - 1 || bState.count(.archived) != 1 || bState.records.count != count {
+            problems.append("B should hold \(count - 1) synced records and 1 archived, not \(describe(bState))")
+        }
+        if aState.files.count != count - 1 { problems.append("A's folder has \(aState.files.count) files") }
+        if bState.files.count != count { problems.append("B's folder has \(bState.files.count) files") }
+        if remoteFiles.count != count - 1 { problems.append("the remote folder has \(remoteFiles.count) files") }
+        guard problems.isEmpty else {
+            throw DemoFailure("unexpected end state: " + problems.joined(separator: "; "))
+        }
+    }
+
+    private func describe(_ snapshot: DemoSnapshot) -> String {
+        let parts = AttachmentState.allCases.compactMap { state -> String? in
+            let n = snapshot.count(state)
+            return n == 0 ? nil : "\(n) \(state)"
+        }
+        return parts.isEmpty ? "none" : parts.joined(separator: ", ")
+    }
+
+    /// Prints the table of states and bytes per device.
+    private func report(
+        _ a: DemoDevice, _ b: DemoDevice, _ remote: FileSystemRemoteStorage, failed: Bool
+    ) async throws {
+        let devices = [(name: "A", snapshot: try await a.snapshot()), (name: "B", snapshot: try await b.snapshot())]
+        let remoteState = DemoSnapshot(records: [], files: try DemoSnapshot.regularFiles(in: remote.directory))
+        if !failed {
+            console.line()
+            console.line("records by state, and files on disk:")
+        }
+        for line in DemoReport.table(devices: devices, remote: remoteState) {
+            console.line("  " + line)
+        }
+        console.line()
+    }
+
+    // MARK: - Data
+
+    /// The checklist rows A creates: ids `item-001`…, descriptions cycling through ``checks``.
+    private func checklistRows() -> [ChecklistRow] {
+        let width = String(count).count
+        return (0..<count).map { index in
+            let number = String(index + 1)
+            let id = "item-" + String(repeating: "0", count: max(0, width - number.count)) + number
+            var description = Self.checks[index % Self.checks.count]
+            if count > Self.checks.count {
+                description += ", area \(index / Self.checks.count + 1)"
+            }
+            return ChecklistRow(id: id, description: description, completed: 0, photoId: nil)
+        }
+    }
+}

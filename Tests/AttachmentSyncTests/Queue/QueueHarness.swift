@@ -1,0 +1,131 @@
+import AttachmentSync
+import AttachmentSyncTesting
+import Foundation
+
+/// One device for queue tests: a real SQLite file with the seed's checklist schema, a real attachments
+/// folder, a remote (in memory unless given), a manual clock, and a queue over them.
+///
+/// With `watch: true` the queue follows the checklists' photos as the seed docs show; then a saved file
+/// that no checklist refers to is archived once uploaded, as it should be. Tests about uploads alone
+/// leave the watch off.
+final class QueueHarness: Sendable {
+    let folder: TemporaryDirectory
+    let db: LocalDatabase
+    let remote: any RemoteStorageAdapter
+    let clock: ManualClock
+    let queue: AttachmentQueue
+    let configuration: AttachmentQueue.Configuration
+
+    static let schema = Schema(tables: [
+        Table(name: "checklists", columns: [.text("description"), .integer("completed"), .text("photo_id")]),
+        createAttachmentTable(name: "attachments"),
+    ])
+
+    /// The watch the seed docs show: every checklist's photo, as a jpg.
+    static func watchPhotos(_ db: LocalDatabase)
+        -> @Sendable () throws -> AsyncThrowingStream<
+            [WatchedAttachmentItem], any Error
+        >
+    {
+        {
+            try db.watch(
+                options: WatchOptions(
+                    sql: "SELECT photo_id FROM checklists WHERE photo_id IS NOT NULL",
+                    parameters: [],
+                    mapper: { cursor in
+                        try WatchedAttachmentItem(id: cursor.getString(name: "photo_id"), fileExtension: "jpg")
+                    }
+                ))
+        }
+    }
+
+    init(
+        watch: Bool = false,
+        folder: TemporaryDirectory? = nil,
+        remote: (any RemoteStorageAdapter)? = nil,
+        localStorage: any LocalStorageAdapter = FileManagerStorageAdapter(),
+        errorHandler: (any SyncErrorHandler)? = nil,
+        configure: (inout AttachmentQueue.Configuration) -> Void = { _ in }
+    ) throws {
+        let folder = try folder ?? TemporaryDirectory()
+        self.folder = folder
+        db = try LocalDatabase(path: folder.path("app.sqlite"), schema: Self.schema)
+        self.remote = remote ?? InMemoryRemoteStorage()
+        clock = ManualClock()
+        var configuration = AttachmentQueue.Configuration(attachmentsDirectory: folder.path("attachments"))
+        configuration.clock = clock
+        configuration.syncInterval = .zero
+        configuration.syncThrottleDuration = .zero
+        configure(&configuration)
+        self.configuration = configuration
+        queue = AttachmentQueue(
+            db: db,
+            remoteStorage: self.remote,
+            configuration: configuration,
+            watchAttachments: watch ? Self.watchPhotos(db) : nil,
+            localStorage: localStorage,
+            errorHandler: errorHandler
+        )
+    }
+
+    var memoryRemote: InMemoryRemoteStorage {
+        get throws {
+            guard let remote = remote as? InMemoryRemoteStorage else { throw HarnessError("not an in-memory remote") }
+            return remote
+        }
+    }
+
+    var attachmentsPath: String { configuration.attachmentsDirectory }
+
+    /// The names in the attachments folder.
+    func filesOnDisk() throws -> Set<String> {
+        Set(try FileManager.default.contentsOfDirectory(atPath: attachmentsPath))
+    }
+
+    func bytesOnDisk(_ name: String) -> Data? {
+        FileManager.default.contents(atPath: (attachmentsPath as NSString).appendingPathComponent(name))
+    }
+
+    func state(of id: String) async throws -> AttachmentState? {
+        try await db.getOptional(sql: "SELECT state FROM attachments WHERE id = ?", parameters: [id]) {
+            AttachmentState(rawValue: try $0.getInt(name: "state"))
+        } ?? nil
+    }
+
+    /// Waits (reading the table through a watch, not by sleeping) until the attachment reaches `state`;
+    /// `nil` waits for the record to be gone.
+    func waitForState(_ id: String, _ state: AttachmentState?, seconds: Double = 30) async throws {
+        let states = try db.watch(sql: "SELECT state FROM attachments WHERE id = ?", parameters: [id]) {
+            try $0.getInt(name: "state")
+        }
+        let expected = state.map { [$0.rawValue] } ?? []
+        _ = try await withDeadline(seconds: seconds, "attachment \(id) to reach \(String(describing: state))") {
+            try await states.first { $0 == expected }
+        }
+    }
+
+    func addChecklist(_ id: String, photo: String?) async throws {
+        try await db.execute(
+            sql: "INSERT INTO checklists (id, description, completed, photo_id) VALUES (?, ?, 0, ?)",
+            parameters: [id, "item \(id)", photo])
+    }
+
+    func setPhoto(checklist: String, photo: String?) async throws {
+        try await db.execute(sql: "UPDATE checklists SET photo_id = ? WHERE id = ?", parameters: [photo, checklist])
+    }
+
+    func close() async {
+        await queue.close()
+        try? db.close()
+    }
+}
+
+struct HarnessError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Deterministic test bytes.
+func testBytes(_ count: Int, seed: UInt8 = 1) -> Data {
+    Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) })
+}

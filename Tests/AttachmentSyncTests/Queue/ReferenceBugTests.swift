@@ -1,0 +1,151 @@
+import AttachmentSyncTesting
+import Foundation
+import Testing
+
+@testable import AttachmentSync
+
+/// The reference implementation's known bugs, each fixed here and pinned by a test.
+@Suite("Reference implementation bugs, fixed")
+struct ReferenceBugTests {
+    @Test("saveFile persists metaData")
+    func metaDataPersisted() async throws {
+        let device = try QueueHarness()
+        defer { Task { await device.close() } }
+        let saved = try await device.queue.saveFile(
+            data: Data("x".utf8), mediaType: "text/plain", fileExtension: "txt", metaData: #"{"k":1}"#)
+        let stored = try await device.db.get(
+            sql: "SELECT meta_data FROM attachments WHERE id = ?", parameters: [saved.id]
+        ) {
+            try $0.getString(name: "meta_data")
+        }
+        #expect(stored == #"{"k":1}"#)
+    }
+
+    @Test("a watched item's filename and metaData are honoured for new downloads")
+    func watchedFieldsHonoured() throws {
+        let item = try WatchedAttachmentItem(
+            id: "a1", filename: "contract.pdf", metaData: "m", mediaType: "application/pdf")
+        let decision = Reconciler(downloadAttachments: true).reconcile(items: [item], records: [:])
+        #expect(decision.inserts.map(\.filename) == ["contract.pdf"])
+        #expect(decision.inserts.map(\.metaData) == ["m"])
+        #expect(decision.inserts.map(\.mediaType) == ["application/pdf"])
+    }
+
+    @Test("syncInterval 0 disables the periodic sync instead of spinning")
+    func zeroIntervalDoesNotSpin() async throws {
+        let device = try QueueHarness { $0.syncInterval = .zero }
+        defer { Task { await device.close() } }
+        let remote = try device.memoryRemote
+        await remote.setAlwaysFailing(with: InMemoryRemoteStorage.offlineError)
+        _ = try await device.queue.saveFile(data: Data("x".utf8), mediaType: nil, fileExtension: "txt")
+        try await device.queue.startSync()
+        try await waitUntil("the startup attempt") { await remote.uploadCount >= 1 }
+        await device.queue.waitUntilIdle()
+        #expect(device.clock.sleeperCount == 0, "no timer may exist")
+        await device.clock.advance(by: .seconds(3600))
+        for _ in 0..<100 { await Task.yield() }
+        await device.queue.waitUntilIdle()
+        #expect(await remote.uploadCount == 1)
+    }
+
+    @Test("closing twice is fine")
+    func closeTwice() async throws {
+        let device = try QueueHarness()
+        try await device.queue.startSync()
+        await device.queue.close()
+        await device.queue.close()
+        try device.db.close()
+    }
+
+    @Test("deleteFile cannot orphan the remote copy: the record stays until the remote delete succeeds")
+    func deleteKeepsRecordUntilRemoteDelete() async throws {
+        let handler = RecordingErrorHandler(retry: true)
+        let device = try QueueHarness(errorHandler: handler)
+        defer { Task { await device.close() } }
+        let remote = try device.memoryRemote
+        let saved = try await device.queue.saveFile(data: Data("x".utf8), mediaType: nil, fileExtension: "txt")
+        try await device.queue.syncNow()
+        await remote.failNext(.delete, count: 1, with: InMemoryRemoteStorage.offlineError)
+        try await device.queue.deleteFile(attachmentId: saved.id) { _, _ in }
+        try await device.queue.syncNow()
+        #expect(try await device.state(of: saved.id) == .queuedDelete)
+        #expect(await remote.file(named: saved.filename) != nil)
+        try await device.queue.syncNow()
+        #expect(try await device.state(of: saved.id) == nil)
+        #expect(await remote.file(named: saved.filename) == nil)
+    }
+
+    @Test("the sync loop survives an error in a pass")
+    func loopSurvivesPassErrors() async throws {
+        let device = try QueueHarness()
+        defer { Task { await device.close() } }
+        try await device.queue.startSync()
+        // A corrupt queued row (a timestamp that is not a number) makes every read of the queued records
+        // fail until it is repaired.
+        try await device.db.execute(
+            sql: "INSERT INTO attachments (id, filename, state, timestamp) VALUES ('bad', 'bad.jpg', 1, 'garbage')")
+        let saved = try await device.queue.saveFile(data: Data("x".utf8), mediaType: nil, fileExtension: "txt")
+        try await device.queue.syncNow()
+        #expect(try await device.state(of: saved.id) == .queuedUpload)
+        try await device.db.execute(sql: "DELETE FROM attachments WHERE id = 'bad'")
+        try await device.waitForState(saved.id, .synced)
+    }
+}
+
+@Suite("Reconciler and scheduler (pure)")
+struct DeciderTests {
+    func record(_ id: String, _ state: AttachmentState, local: Bool = true, at timestamp: Int64 = 1) -> AttachmentRecord
+    {
+        AttachmentRecord(
+            id: id, filename: "\(id).jpg", state: state, timestamp: timestamp, localPath: local ? "\(id).jpg" : nil)
+    }
+
+    @Test("new ids are inserted, unwatched synced and queued downloads archived, uploads and deletes left alone")
+    func reconcileTable() throws {
+        let records = [
+            "synced-gone": record("synced-gone", .synced),
+            "download-gone": record("download-gone", .queuedDownload, local: false),
+            "upload-gone": record("upload-gone", .queuedUpload),
+            "delete-gone": record("delete-gone", .queuedDelete, local: false),
+            "archived-cached": record("archived-cached", .archived),
+            "archived-evicted": record("archived-evicted", .archived, local: false),
+            "kept": record("kept", .synced),
+        ]
+        let items = try ["new", "archived-cached", "archived-evicted", "kept", "new"].map {
+            try WatchedAttachmentItem(id: $0, fileExtension: "jpg")
+        }
+        let decision = Reconciler(downloadAttachments: true).reconcile(items: items, records: records)
+        #expect(decision.inserts.map(\.id) == ["new"])
+        #expect(decision.inserts.first?.state == .queuedDownload)
+        #expect(decision.restores == ["archived-cached"])
+        #expect(decision.requeues.map(\.id) == ["archived-evicted"])
+        #expect(Set(decision.archives.map(\.id)) == ["synced-gone", "download-gone"])
+
+        let off = Reconciler(downloadAttachments: false).reconcile(items: items, records: records)
+        #expect(off.inserts.isEmpty)
+        #expect(off.requeues.isEmpty)
+        #expect(off.restores == ["archived-cached"])
+    }
+
+    @Test("bad names are rejected with the reason, not inserted")
+    func reconcileRejects() throws {
+        let items = try [
+            WatchedAttachmentItem(id: "../x", fileExtension: "jpg"),
+            WatchedAttachmentItem(id: "ok", filename: "a/b.jpg"),
+        ]
+        let decision = Reconciler(downloadAttachments: true).reconcile(items: items, records: [:])
+        #expect(decision.inserts.isEmpty)
+        #expect(decision.rejected.map(\.error.code) == [.invalidName, .invalidName])
+    }
+
+    @Test("the scheduler fills free slots oldest first, skipping busy and failed-in-the-same-state ids")
+    func scheduler() {
+        let queued = (1...6).map { record("r\($0)", $0 == 4 ? .queuedDelete : .queuedUpload, at: Int64($0)) }
+        let selected = TransferScheduler(maxConcurrentTransfers: 3).select(
+            queued: queued, busy: ["r1"], inFlight: 1, skipped: ["r2": .queuedUpload, "r4": .queuedUpload])
+        #expect(selected.map(\.id) == ["r3", "r4"])
+        #expect(
+            TransferScheduler(maxConcurrentTransfers: 2).select(queued: queued, busy: [], inFlight: 2, skipped: [:])
+                .isEmpty)
+    }
+}

@@ -1,0 +1,192 @@
+import AttachmentSyncTesting
+import Foundation
+import Testing
+
+@testable import AttachmentSync
+
+@Suite("Startup verification")
+struct StartupTests {
+    /// Makes a device with one synced attachment (downloaded) and one upload that never ran, then closes it.
+    func preparedFolder() async throws -> (TemporaryDirectory, InMemoryRemoteStorage, uploadId: String) {
+        let folder = try TemporaryDirectory()
+        let remote = InMemoryRemoteStorage()
+        await remote.setFile(testBytes(10, seed: 1), named: "p1.jpg")
+        let first = try QueueHarness(watch: true, folder: folder, remote: remote)
+        try await first.addChecklist("c1", photo: "p1")
+        try await first.queue.startSync()
+        try await first.waitForState("p1", .synced)
+        await first.queue.stopSync()
+        let upload = try await first.queue.saveFile(data: testBytes(10, seed: 2), mediaType: nil, fileExtension: "jpg")
+        await first.close()
+        return (folder, remote, upload.id)
+    }
+
+    @Test("a synced file that went missing is downloaded again; a lost upload is archived")
+    func missingFiles() async throws {
+        let (folder, remote, uploadId) = try await preparedFolder()
+        let attachments = folder.url.appendingPathComponent("attachments")
+        try FileManager.default.removeItem(at: attachments.appendingPathComponent("p1.jpg"))
+        try FileManager.default.removeItem(at: attachments.appendingPathComponent("\(uploadId).jpg"))
+
+        let device = try QueueHarness(watch: true, folder: folder, remote: remote)
+        defer { Task { await device.close() } }
+        try await device.queue.waitForInit()
+        #expect(try await device.state(of: "p1") == .queuedDownload)
+        #expect(try await device.state(of: uploadId) == .archived)
+        #expect(try await device.queue.attachment(id: uploadId)?.localUri == nil)
+
+        try await device.queue.syncNow()
+        #expect(try await device.state(of: "p1") == .synced)
+        #expect(device.bytesOnDisk("p1.jpg") == testBytes(10, seed: 1))
+        #expect(await remote.uploadCount == 0, "a lost upload is never uploaded")
+    }
+
+    @Test("leftovers are removed, the user's own files are left alone")
+    func cleansLeftovers() async throws {
+        let (folder, remote, uploadId) = try await preparedFolder()
+        let attachments = folder.url.appendingPathComponent("attachments")
+        let orphan = "\(UUID().uuidString.lowercased()).jpg"
+        let leftovers = [".attachment-sync-tmp-123", ".attachment-sync-download-p9.jpg", orphan]
+        let foreign = ["notes.txt", "photo-of-cat.jpg", ".DS_Store"]
+        for name in leftovers + foreign {
+            try Data("x".utf8).write(to: attachments.appendingPathComponent(name))
+        }
+        try FileManager.default.createDirectory(
+            at: attachments.appendingPathComponent("albums"), withIntermediateDirectories: true)
+
+        let device = try QueueHarness(watch: true, folder: folder, remote: remote)
+        defer { Task { await device.close() } }
+        try await device.queue.waitForInit()
+
+        #expect(try device.filesOnDisk() == Set(["p1.jpg", "\(uploadId).jpg", "albums"] + foreign))
+    }
+
+    @Test("a save interrupted after its commit is completed from its staging file")
+    func completesInterruptedSave() async throws {
+        let (folder, remote, uploadId) = try await preparedFolder()
+        let attachments = folder.url.appendingPathComponent("attachments")
+        try FileManager.default.moveItem(
+            at: attachments.appendingPathComponent("\(uploadId).jpg"),
+            to: attachments.appendingPathComponent(".attachment-sync-save-\(uploadId).jpg"))
+
+        let device = try QueueHarness(watch: true, folder: folder, remote: remote)
+        defer { Task { await device.close() } }
+        try await device.queue.syncNow()
+        #expect(try await device.state(of: uploadId) == .synced)
+        #expect(await remote.file(named: "\(uploadId).jpg") == testBytes(10, seed: 2))
+        #expect(!(try device.filesOnDisk().contains(".attachment-sync-save-\(uploadId).jpg")))
+    }
+
+    @Test("an absolute local_uri from an older database becomes relative")
+    func absolutePathsBecomeRelative() async throws {
+        let (folder, remote, _) = try await preparedFolder()
+        let absolute = folder.url.appendingPathComponent("attachments/p1.jpg").path
+        let db = try LocalDatabase(path: folder.path("app.sqlite"), schema: QueueHarness.schema)
+        try await db.execute(sql: "UPDATE attachments SET local_uri = ? WHERE id = 'p1'", parameters: [absolute])
+        try db.close()
+
+        let device = try QueueHarness(watch: true, folder: folder, remote: remote)
+        defer { Task { await device.close() } }
+        try await device.queue.waitForInit()
+        let stored = try await device.db.get(sql: "SELECT local_uri FROM attachments WHERE id = 'p1'") {
+            try $0.getString(name: "local_uri")
+        }
+        #expect(stored == "p1.jpg")
+        #expect(try await device.state(of: "p1") == .synced)
+    }
+
+    @Test("a missing attachments table is a typed error naming it")
+    func missingTable() async throws {
+        let folder = try TemporaryDirectory()
+        let db = try LocalDatabase(path: folder.path("app.sqlite"), schema: Schema(tables: []))
+        defer { try? db.close() }
+        let queue = AttachmentQueue(
+            db: db, attachmentsDirectory: folder.path("files"), remoteStorage: InMemoryRemoteStorage())
+        let error = await #expect(throws: AttachmentError.self) { try await queue.startSync() }
+        #expect(error?.code == .invalidConfiguration)
+        #expect(error?.name == "attachments")
+    }
+}
+
+@Suite("Names that reach the file system")
+struct ValidationTests {
+    static let badNames = [
+        "../evil", "a/b", "a\\b", "..", ".", "", "nul\u{0}byte", "line\nbreak", String(repeating: "x", count: 201),
+    ]
+
+    @Test("a bad id or extension is a typed error and nothing is written anywhere", arguments: badNames)
+    func badIdsAndExtensions(name: String) async throws {
+        let device = try QueueHarness()
+        defer { Task { await device.close() } }
+        try await device.queue.waitForInit()
+        let before = try FileManager.default.contentsOfDirectory(atPath: device.folder.path)
+
+        let idError = await #expect(throws: AttachmentError.self) {
+            try await device.queue.saveFile(data: Data("x".utf8), mediaType: nil, fileExtension: "jpg", id: name)
+        }
+        #expect(idError?.code == .invalidName)
+        #expect(idError?.name == name || idError?.name == "\(name).jpg")
+        if !name.isEmpty, name != "." {
+            let extError = await #expect(throws: AttachmentError.self) {
+                try await device.queue.saveFile(data: Data("x".utf8), mediaType: nil, fileExtension: name, id: "ok")
+            }
+            #expect(extError?.code == .invalidName)
+        }
+
+        #expect(try FileManager.default.contentsOfDirectory(atPath: device.folder.path) == before)
+        #expect(try device.filesOnDisk().isEmpty)
+        #expect(try await device.queue.allAttachments().isEmpty)
+    }
+
+    @Test("a watched item with a bad id or filename is skipped; the others are downloaded")
+    func badWatchedItems() async throws {
+        let device = try QueueHarness(watch: true)
+        defer { Task { await device.close() } }
+        let remote = try device.memoryRemote
+        await remote.setFile(testBytes(10), named: "good.jpg")
+        try await device.addChecklist("c1", photo: "../../etc/passwd")
+        try await device.addChecklist("c2", photo: "good")
+        try await device.queue.startSync()
+        try await device.waitForState("good", .synced)
+        #expect(try await device.state(of: "../../etc/passwd") == nil)
+        #expect(try device.filesOnDisk() == ["good.jpg"])
+        #expect(await remote.downloadCount == 1)
+    }
+
+    @Test("a bad subdirectory or option is reported at startup, naming it")
+    func badConfiguration() async throws {
+        let sub = try QueueHarness { $0.subdirectories = ["ok", "../outside"] }
+        let subError = await #expect(throws: AttachmentError.self) { try await sub.queue.waitForInit() }
+        #expect(subError?.code == .invalidName)
+        #expect(subError?.name == "../outside")
+        #expect(!FileManager.default.fileExists(atPath: sub.folder.path("outside")))
+        await sub.close()
+
+        let negative = try QueueHarness { $0.archivedCacheLimit = -1 }
+        let negativeError = await #expect(throws: AttachmentError.self) { try await negative.queue.startSync() }
+        #expect(negativeError?.code == .invalidConfiguration)
+        #expect(negativeError?.name == "archivedCacheLimit")
+        await negative.close()
+    }
+
+    @Test("subdirectories are created inside the attachments directory")
+    func createsSubdirectories() async throws {
+        let device = try QueueHarness { $0.subdirectories = ["thumbnails", "originals"] }
+        defer { Task { await device.close() } }
+        try await device.queue.waitForInit()
+        #expect(try device.filesOnDisk() == ["thumbnails", "originals"])
+    }
+
+    @Test("the folder remote refuses filenames that would leave its folder")
+    func folderRemoteValidates() async throws {
+        let folder = try TemporaryDirectory()
+        let remote = FileSystemRemoteStorage(directory: folder.path("remote"))
+        let error = await #expect(throws: AttachmentError.self) {
+            try await remote.uploadFile(
+                data: Data("x".utf8),
+                attachment: AttachmentSync.Attachment(id: "a", filename: "../escape", state: .queuedUpload))
+        }
+        #expect(error?.code == .invalidName)
+        #expect(!FileManager.default.fileExists(atPath: folder.path("escape")))
+    }
+}

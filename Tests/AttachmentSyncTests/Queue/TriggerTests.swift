@@ -1,0 +1,127 @@
+import AttachmentSyncTesting
+import Foundation
+import Testing
+
+@testable import AttachmentSync
+
+@Suite("Sync triggers")
+struct TriggerTests {
+    @Test("a change to the attachments table starts the upload without syncNow")
+    func tableChangeTriggers() async throws {
+        let device = try QueueHarness()
+        defer { Task { await device.close() } }
+        try await device.queue.startSync()
+        let saved = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
+        try await device.waitForState(saved.id, .synced)
+        #expect(try await device.memoryRemote.file(named: saved.filename) == testBytes(10))
+    }
+
+    @Test("changes within the throttle window wait for it and are handled in one pass")
+    func throttled() async throws {
+        let device = try QueueHarness { $0.syncThrottleDuration = .seconds(10) }
+        defer { Task { await device.close() } }
+        let remote = try device.memoryRemote
+        try await device.queue.startSync()
+        // The startup pass ran (nothing to do); the loop now pauses for the throttle.
+        await device.clock.waitForSleepers(count: 1)
+
+        var ids: [String] = []
+        for n in 0..<3 {
+            ids.append(
+                try await device.queue.saveFile(
+                    data: testBytes(10, seed: UInt8(n)), mediaType: nil, fileExtension: "jpg"
+                ).id)
+        }
+        #expect(await remote.uploadCount == 0, "no pass may run inside the throttle window")
+
+        await device.clock.advance(by: .seconds(10))
+        for id in ids { try await device.waitForState(id, .synced) }
+        #expect(await remote.uploadCount == 3)
+    }
+
+    @Test("the periodic pass retries a failed upload once per interval, never in a loop")
+    func periodicRetry() async throws {
+        let device = try QueueHarness { $0.syncInterval = .seconds(30) }
+        defer { Task { await device.close() } }
+        let remote = try device.memoryRemote
+        await remote.setAlwaysFailing(.upload, with: InMemoryRemoteStorage.offlineError)
+        let saved = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
+        try await device.queue.startSync()
+        try await waitUntil("the startup attempt") { await remote.uploadCount >= 1 }
+        await device.queue.waitUntilIdle()
+        #expect(await remote.uploadCount == 1, "a failure waits for the next trigger")
+
+        for attempt in 2...3 {
+            await device.clock.waitForSleepers(count: 1)
+            await device.clock.advance(by: .seconds(30))
+            try await waitUntil("periodic attempt \(attempt)") { await remote.uploadCount >= attempt }
+            await device.queue.waitUntilIdle()
+            #expect(await remote.uploadCount == attempt)
+        }
+
+        await remote.setAlwaysFailing(.upload, with: nil)
+        await device.clock.waitForSleepers(count: 1)
+        await device.clock.advance(by: .seconds(30))
+        try await device.waitForState(saved.id, .synced)
+        #expect(await remote.uploadCount == 4)
+    }
+
+    @Test("syncInterval 0 disables the periodic pass: no timer waits on the clock")
+    func zeroIntervalDisablesPeriodicSync() async throws {
+        let device = try QueueHarness { $0.syncInterval = .zero }
+        defer { Task { await device.close() } }
+        let remote = try device.memoryRemote
+        await remote.setAlwaysFailing(.upload, with: InMemoryRemoteStorage.offlineError)
+        _ = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
+        try await device.queue.startSync()
+        try await waitUntil("the startup attempt") { await remote.uploadCount >= 1 }
+        await device.queue.waitUntilIdle()
+        #expect(device.clock.sleeperCount == 0)
+        await device.clock.advance(by: .seconds(3600))
+        await device.queue.waitUntilIdle()
+        #expect(await remote.uploadCount == 1)
+        try await device.queue.syncNow()
+        #expect(await remote.uploadCount == 2, "syncNow is a trigger: it retries exactly once")
+    }
+
+    @Test("the seed-style TimeInterval 0 maps to a disabled interval")
+    func seedZeroInterval() throws {
+        let folder = try TemporaryDirectory()
+        let db = try LocalDatabase(path: folder.path("db.sqlite"), schema: QueueHarness.schema)
+        let queue = AttachmentQueue(
+            db: db, attachmentsDirectory: folder.path("files"), remoteStorage: InMemoryRemoteStorage(), syncInterval: 0)
+        #expect(queue.configuration.syncInterval == .zero)
+        #expect(queue.configuration.syncThrottleDuration == .seconds(1))
+        #expect(queue.configuration.archivedCacheLimit == 100)
+    }
+
+    @Test("syncNow works without startSync")
+    func syncNowAlone() async throws {
+        let device = try QueueHarness()
+        defer { Task { await device.close() } }
+        let saved = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
+        try await device.queue.syncNow()
+        #expect(try await device.state(of: saved.id) == .synced)
+    }
+
+    @Test("transfers of one attachment never run twice at once, however often sync is triggered")
+    func oneTransferPerAttachment() async throws {
+        let device = try QueueHarness()
+        defer { Task { await device.close() } }
+        let remote = try device.memoryRemote
+        await remote.hold()
+        let saved = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
+        try await device.queue.startSync()
+        await remote.waitForInFlight(count: 1)
+        let sync = Task { try await device.queue.syncNow() }
+        for n in 0..<5 {
+            try await device.addChecklist("noise\(n)", photo: nil)
+        }
+        #expect(await remote.callLog.filter { $0.filename == saved.filename }.count == 1)
+        await remote.release()
+        try await sync.value
+        #expect(try await device.state(of: saved.id) == .synced)
+        #expect(await remote.callLog.filter { $0.filename == saved.filename }.count == 1)
+        #expect(await remote.maxConcurrentCalls == 1)
+    }
+}

@@ -1,0 +1,17 @@
+import Foundation
+
+/// Waits until `condition` holds, checking it again every few milliseconds; fails with
+/// ``DeadlineExceeded`` after `seconds`. For conditions that no stream announces (a counter in a fake, a
+/// file on disk); the deadline only turns a hang into a clear failure.
+func waitUntil(
+    _ what: String,
+    seconds: Double = 30,
+    _ condition: @escaping @Sendable () async throws -> Bool
+) async throws {
+    let clock = ContinuousClock()
+    let deadline = clock.now.advanced(by: .seconds(seconds))
+    while try await !condition() {
+        guard clock.now < deadline else { throw DeadlineExceeded(what: what, seconds: seconds) }
+        try await clock.sleep(for: .milliseconds(2))
+    }
+}
