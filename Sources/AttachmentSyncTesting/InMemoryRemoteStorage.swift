@@ -407,8 +407,8 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     /// moment it starts, so with no latency, a call that made this method return is already parked if the
     /// storage is held.
     ///
-    /// If the waiting task is cancelled, the method returns early, without the condition being met; a test
-    /// with a time limit therefore fails instead of hanging.
+    /// If the waiting task is cancelled, the method returns early, without the condition being met, so a
+    /// cancelled test does not hang here.
     ///
     /// ```swift
     /// await storage.hold()

@@ -333,8 +333,8 @@ public final class ManualClock: Clock, Sendable {
     /// The count is of tasks asleep at the same time: a sleeper that an advance has resumed no longer
     /// counts, so `waitForSleepers(count: 1)` right after an advance waits for a loop to go back to sleep.
     ///
-    /// If the waiting task is cancelled, the method returns early, without the condition being met; a test
-    /// with a time limit therefore fails instead of hanging.
+    /// If the waiting task is cancelled, the method returns early, without the condition being met, so a
+    /// cancelled test does not hang here.
     ///
     /// ```swift
     /// let clock = ManualClock()

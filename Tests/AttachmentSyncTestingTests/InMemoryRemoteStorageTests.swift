@@ -4,7 +4,8 @@ import Foundation
 import Testing
 
 /// Every wait in these tests is for a condition (calls in flight, a sleeper, a task's value); none sleeps on
-/// the wall clock. The time limit only turns a hang into a failure.
+/// the wall clock. The time limit is a backstop for waits that return when cancelled; it cannot interrupt a
+/// test stuck awaiting an unstructured task that never finishes (Swift Testing waits for the test).
 @Suite(.timeLimit(.minutes(1)))
 struct InMemoryRemoteStorageTests {
     /// Swift Testing has its own `Attachment`: ours needs its module name.

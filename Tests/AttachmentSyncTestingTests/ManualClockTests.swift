@@ -2,7 +2,9 @@ import AttachmentSyncTesting
 import Testing
 
 /// Every wait in these tests is for a condition (a task's value, a sleeper count); none sleeps on the wall
-/// clock. The time limit only turns a hang (a lost wake-up) into a failure.
+/// clock. The time limit is a backstop for waits that return when cancelled; it cannot interrupt a test stuck
+/// awaiting an unstructured task that never finishes (Swift Testing waits for the test), so a lost wake-up
+/// shows as a hung run.
 @Suite(.timeLimit(.minutes(1)))
 struct ManualClockTests {
     private func seconds(_ value: Int) -> ManualClock.Instant {
@@ -148,7 +150,7 @@ struct ManualClockTests {
 
     @Test func cancellationRacingWithTheStartOfSleepNeverLosesAWakeUp() async {
         // Given many tasks cancelled before, while and after they enter `sleep` (the clock never moves, so
-        // only cancellation can end them: a lost wake-up would hang until the time limit)
+        // only cancellation can end them: a lost wake-up would hang the run)
         let clock = ManualClock()
         let sleepers = (0..<500).map { index in
             Task {

@@ -34,12 +34,17 @@ extension LocalDatabase {
         let sql = options.sql
         let arguments = StatementArguments(options.parameters)
         let mapper = options.mapper
-        // Compile the statement now, so a typo fails at the call rather than in the stream. The reentrant
-        // read only prepares; it does not read any table.
+        // Compile the statement now, so a typo fails at the call rather than in the stream (see
+        // `sqlChecker` for why not on the pool's own connections).
         try LocalDatabaseError.converting(sql: sql) {
-            try writer.unsafeReentrantRead { db in
+            let check = { (db: Database) throws in
                 let statement = try db.makeStatement(sql: sql)
                 try statement.validateArguments(arguments)
+            }
+            if let sqlChecker {
+                try sqlChecker.read(check)
+            } else {
+                try writer.unsafeReentrantWrite(check)
             }
         }
 

@@ -48,8 +48,17 @@ public final class LocalDatabase: Sendable {
     public let path: String?
 
     let state = LockedValue(State())
+    /// A private read-only connection that only checks SQL (for `watch`). It is used synchronously and
+    /// never held across a suspension, so waiting for it cannot deadlock with async database work, which
+    /// holds pool connections until it resumes on Swift's cooperative threads. `nil` when the writer is
+    /// a `DatabaseQueue`, whose queue never waits on those threads and can check SQL itself.
+    let sqlChecker: DatabaseQueue?
     /// Notifications of watches run here, off the database's own queues.
     let watchQueue = DispatchQueue(label: "AttachmentSync.LocalDatabase.watch")
+    /// Blocking work (closing) runs here: a serial queue gets a thread of its own, so it never ties up
+    /// the few threads of Swift's cooperative pool, on which pending reads must resume to let go of their
+    /// connections.
+    let blockingQueue = DispatchQueue(label: "AttachmentSync.LocalDatabase.blocking")
 
     struct State: Sendable {
         var isClosed = false
@@ -141,6 +150,17 @@ public final class LocalDatabase: Sendable {
         try LocalDatabaseError.converting {
             try validatedWriter.write { db in try SchemaApplier(db: db, logger: logger).apply(schema) }
         }
+        if let pool = validatedWriter as? DatabasePool {
+            var checkerConfiguration = GRDB.Configuration()
+            checkerConfiguration.readonly = true
+            checkerConfiguration.label = "AttachmentSync.LocalDatabase.sqlChecker"
+            checkerConfiguration.busyMode = .timeout(configuration.busyTimeout)
+            sqlChecker = try LocalDatabaseError.converting {
+                try DatabaseQueue(path: pool.path, configuration: checkerConfiguration)
+            }
+        } else {
+            sqlChecker = nil
+        }
     }
 
     // MARK: - Statements
@@ -227,8 +247,30 @@ public final class LocalDatabase: Sendable {
 
     // MARK: - Closing
 
-    /// Ends every watch and closes the database's connections. Later calls throw
-    /// ``LocalDatabaseError/Code-swift.struct/closed``. Closing twice is harmless.
+    /// Ends every watch, waits for reads and writes in progress, and closes the database's connections.
+    /// Later calls throw ``LocalDatabaseError/Code-swift.struct/closed``. Closing twice is harmless.
+    ///
+    /// The waiting happens off Swift's cooperative thread pool, so it is safe while other tasks still use
+    /// the database.
+    public func close() async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            blockingQueue.async {
+                do {
+                    try self.close()
+                    continuation.resume()
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+        }
+    }
+
+    /// Ends every watch and closes the database's connections, blocking the calling thread until reads
+    /// and writes in progress have finished. Later calls throw ``LocalDatabaseError/Code-swift.struct/closed``.
+    /// Closing twice is harmless.
+    ///
+    /// From async code, call the `async` overload (`try await db.close()`): blocking one of the
+    /// cooperative pool's threads while other tasks' reads wait to resume on them can stall the process.
     public func close() throws {
         let watches = state.withLock { state -> [RegisteredWatch] in
             guard !state.isClosed else { return [] }
@@ -240,7 +282,10 @@ public final class LocalDatabase: Sendable {
             watch.cancellable.cancel()
             watch.finish()
         }
-        try LocalDatabaseError.converting { try writer.close() }
+        try LocalDatabaseError.converting {
+            try sqlChecker?.close()
+            try writer.close()
+        }
     }
 
     /// Whether ``close()`` has been called.

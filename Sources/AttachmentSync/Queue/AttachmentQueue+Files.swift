@@ -114,6 +114,7 @@ extension AttachmentQueue {
         let store = store
         let directory = attachmentsDirectory
         let timestamp = timestamps.next()
+        let runningBefore = transfers[attachmentId]?.task
         let record = try await db.writeTransaction { tx -> AttachmentRecord in
             guard var record = try store.record(id: attachmentId, in: tx) else {
                 throw AttachmentError(
@@ -130,8 +131,12 @@ extension AttachmentQueue {
             try updateHook(tx, record.attachment(in: directory))
             return record
         }
-        // A transfer of the old state is pointless now; the delete starts once it has stopped.
-        transfers[attachmentId]?.task.cancel()
+        // An upload or download of the old state is pointless now; the delete starts once it has stopped.
+        // Only that transfer is cancelled: the delete itself may already be running (the commit triggered
+        // a pass while this call waited for it), and it must go on.
+        if let transfer = transfers[attachmentId], transfer.task == runningBefore {
+            transfer.task.cancel()
+        }
         if let relative = record.localPath {
             try await localStorage.deleteFile(filePath: localPath(relative))
             try await db.writeTransaction { tx in

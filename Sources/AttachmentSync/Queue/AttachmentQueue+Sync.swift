@@ -71,10 +71,14 @@ extension AttachmentQueue {
         var failures = 0
         while !Task.isCancelled {
             do {
+                // The first emission may come from a snapshot taken before changes made right after
+                // subscribing (a save, and its upload): it must not archive records changed since then.
+                var changedSince: Int64? = timestamps.next()
                 let stream = try makeStream()
                 for try await items in stream {
                     failures = 0
-                    await reconcile(items)
+                    await reconcile(items, keepingRecordsChangedSince: changedSince)
+                    changedSince = nil
                 }
                 if !Task.isCancelled {
                     logger.info("the watched attachments stream ended; attachments are no longer followed")
@@ -91,41 +95,62 @@ extension AttachmentQueue {
 
     /// Brings the attachments table in line with one emission of the app's watched attachments, in one
     /// transaction; then cancels downloads of archived attachments and triggers a pass.
-    func reconcile(_ items: [WatchedAttachmentItem]) async {
+    ///
+    /// - Parameter changedSince: When given, records changed at or after this timestamp are not archived.
+    func reconcile(_ items: [WatchedAttachmentItem], keepingRecordsChangedSince changedSince: Int64? = nil) async {
         do {
             try await waitForInit()
             let store = store
             let reconciler = reconciler
             let timestamps = timestamps
-            let decision = try await db.writeTransaction { tx in
+            @Sendable func decide(_ tx: SqlTransaction) throws -> Reconciler.Decision {
                 let records = try store.records(in: tx)
-                let decision = reconciler.reconcile(
+                var decision = reconciler.reconcile(
                     items: items,
                     records: Dictionary(records.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
                 )
-                for var record in decision.inserts {
-                    record.timestamp = timestamps.next()
-                    try store.insert(record, in: tx)
-                }
-                for id in decision.restores {
-                    try store.transition(id: id, from: .archived, to: .synced, timestamp: timestamps.next(), in: tx)
-                }
-                for record in decision.requeues {
-                    try store.transition(
-                        id: record.id, from: .archived, to: .queuedDownload, timestamp: timestamps.next(),
-                        set: [("media_type", record.mediaType), ("meta_data", record.metaData)], in: tx)
-                }
-                for archive in decision.archives {
-                    try store.transition(
-                        id: archive.id, from: archive.from, to: .archived, timestamp: timestamps.next(), in: tx)
+                if let changedSince {
+                    let recent = Set(records.filter { $0.timestamp >= changedSince }.map(\.id))
+                    decision.archives.removeAll { recent.contains($0.id) }
                 }
                 return decision
+            }
+            // Most emissions change nothing: decide in a read transaction, which never waits for writers,
+            // and take the write lock only when there is something to write (deciding again inside it, on
+            // the data it will change).
+            var decision = try await db.readTransaction(decide)
+            let runningBefore = transfers.mapValues(\.task)
+            if !decision.isEmpty {
+                decision = try await db.writeTransaction { tx in
+                    let decision = try decide(tx)
+                    for var record in decision.inserts {
+                        record.timestamp = timestamps.next()
+                        try store.insert(record, in: tx)
+                    }
+                    for id in decision.restores {
+                        try store.transition(id: id, from: .archived, to: .synced, timestamp: timestamps.next(), in: tx)
+                    }
+                    for record in decision.requeues {
+                        try store.transition(
+                            id: record.id, from: .archived, to: .queuedDownload, timestamp: timestamps.next(),
+                            set: [("media_type", record.mediaType), ("meta_data", record.metaData)], in: tx)
+                    }
+                    for archive in decision.archives {
+                        try store.transition(
+                            id: archive.id, from: archive.from, to: .archived, timestamp: timestamps.next(), in: tx)
+                    }
+                    return decision
+                }
             }
             for rejected in decision.rejected {
                 logError("a watched attachment was skipped", rejected.error, id: rejected.item.id)
             }
+            // Downloads of archived attachments are pointless now; cancel those that ran before the commit
+            // (a transfer started since belongs to a newer decision).
             for archive in decision.archives where archive.from == .queuedDownload {
-                transfers[archive.id]?.task.cancel()
+                if let transfer = transfers[archive.id], transfer.task == runningBefore[archive.id] {
+                    transfer.task.cancel()
+                }
             }
             if !decision.isEmpty {
                 logger.debug(
@@ -162,7 +187,17 @@ extension AttachmentQueue {
     func startQueuedTransfers() async throws {
         guard !isClosed, transfers.count < scheduler.maxConcurrentTransfers else { return }
         let store = store
-        let queued = try await db.readTransaction { tx in try store.queued(in: tx) }
+        // Enough rows to fill the free slots even if every busy or skipped record comes first.
+        let limit = scheduler.maxConcurrentTransfers + transfers.count + reserved.count + skippedUntilTrigger.count
+        let readStart = finishedTransferCount
+        queuedReadsInFlight += 1
+        defer {
+            queuedReadsInFlight -= 1
+            if queuedReadsInFlight == 0 { finishedWhileReading.removeAll() }
+        }
+        let queued = try await db.readTransaction { tx in try store.queued(limit: limit, in: tx) }.filter {
+            (finishedWhileReading[$0.id] ?? Int.min) <= readStart
+        }
         let selected = scheduler.select(
             queued: queued,
             busy: Set(transfers.keys).union(reserved),
@@ -179,8 +214,21 @@ extension AttachmentQueue {
     }
 
     /// Deletes the local files and records of archived attachments beyond
-    /// ``Configuration/archivedCacheLimit``, oldest first. Remote copies are never touched.
+    /// ``Configuration/archivedCacheLimit``, oldest first, one trim at a time. Remote copies are never
+    /// touched.
     func trimArchive() async throws {
+        while let running = archiveTrim { _ = await running.result }
+        // The task clears its own slot as it ends, before anyone waiting for it resumes; clearing it from
+        // here instead would leave waiters spinning on a finished task until this caller got the actor.
+        let task = Task {
+            defer { self.archiveTrim = nil }
+            try await self.evictArchivedBeyondLimit()
+        }
+        archiveTrim = task
+        try await task.value
+    }
+
+    private func evictArchivedBeyondLimit() async throws {
         let store = store
         let limit = configuration.archivedCacheLimit
         let evictable = try await db.readTransaction { tx in try store.archivedBeyond(keep: limit, in: tx) }

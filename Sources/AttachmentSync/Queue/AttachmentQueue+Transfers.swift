@@ -46,6 +46,8 @@ extension AttachmentQueue {
     /// (while syncing or during `syncNow`), and idle waiters are released when nothing is left in flight.
     func transferFinished(_ record: AttachmentRecord, outcome: TransferOutcome) async {
         transfers[record.id] = nil
+        finishedTransferCount += 1
+        if queuedReadsInFlight > 0 { finishedWhileReading[record.id] = finishedTransferCount }
         switch outcome {
         case .completed, .superseded:
             break

@@ -74,6 +74,15 @@ public actor AttachmentQueue {
     /// How many `syncNow` calls are running; while any is, finished transfers start the next ones even
     /// when background sync is off.
     var manualRounds = 0
+    /// Counts finished transfers. With `finishedWhileReading`, it tells which attachments finished a
+    /// transfer while a read of the queued records was in flight: that read may still show them queued,
+    /// so it must not start them again (the finished transfer starts a fresh read itself).
+    var finishedTransferCount = 0
+    var finishedWhileReading: [String: Int] = [:]
+    var queuedReadsInFlight = 0
+    /// The archive trim in progress: trims run one at a time, so `expireCache` returns only once every
+    /// eviction it asked for has happened, files included.
+    var archiveTrim: Task<Void, any Error>?
 
     struct SyncSession {
         var tasks: [Task<Void, Never>]
@@ -280,14 +289,19 @@ public actor AttachmentQueue {
         await stopSync()
     }
 
-    /// Stops syncing and closes the queue: later calls throw ``AttachmentError/Code-swift.struct/closed``.
-    /// The database stays open (it is the app's). Closing twice is harmless.
+    /// Stops syncing, interrupts transfers in flight and waits for them to wind down, and closes the
+    /// queue: later calls throw ``AttachmentError/Code-swift.struct/closed``. When it returns the queue no
+    /// longer touches the database or the files, so the app may close the database. The database itself
+    /// stays open (it is the app's). Closing twice is harmless.
     public func close() async {
         guard !isClosed else { return }
         await stopSync()
         isClosed = true
-        for transfer in transfers.values { transfer.task.cancel() }
+        let running = transfers.values.map(\.task)
+        for task in running { task.cancel() }
         resumeIdleWaiters()
+        for task in running { await task.value }
+        if let archiveTrim { _ = await archiveTrim.result }
         logger.debug("queue closed")
     }
 

@@ -27,16 +27,18 @@ struct AttachmentStore: Sendable {
         ) { try AttachmentRecord(cursor: $0) }
     }
 
-    /// Records waiting for a transfer, oldest first.
-    func queued(in tx: SqlTransaction) throws -> [AttachmentRecord] {
-        try records(
-            in: tx,
-            where: "state IN (?, ?, ?)",
+    /// Records waiting for a transfer, oldest first; at most `limit` of them.
+    func queued(limit: Int, in tx: SqlTransaction) throws -> [AttachmentRecord] {
+        try tx.getAll(
+            sql: """
+                SELECT \(AttachmentRecord.columns) FROM \(table) WHERE state IN (?, ?, ?)
+                ORDER BY timestamp, id LIMIT ?
+                """,
             parameters: [
                 AttachmentState.queuedDownload.rawValue, AttachmentState.queuedUpload.rawValue,
-                AttachmentState.queuedDelete.rawValue,
+                AttachmentState.queuedDelete.rawValue, limit,
             ]
-        )
+        ) { try AttachmentRecord(cursor: $0) }
     }
 
     /// A query whose result changes whenever a record enters or leaves a queued state (every write of the

@@ -50,9 +50,16 @@ public struct FileSystemRemoteStorage: RemoteStorageAdapter {
         try await local.deleteFile(filePath: try path(for: attachment))
     }
 
-    /// The path of the attachment's file, after checking that its filename is one path component.
-    func path(for attachment: Attachment) throws -> String {
+    /// Where the attachment's file is (or would be) in the remote folder.
+    ///
+    /// - Throws: ``AttachmentError/Code-swift.struct/invalidName`` when the attachment's filename is not a
+    ///   single path component, so no file outside the folder is ever touched.
+    public func fileURL(for attachment: Attachment) throws -> URL {
         try FileName.validate(attachment.filename, kind: "filename", attachmentId: attachment.id)
-        return directory.appendingPathComponent(attachment.filename).path
+        return directory.appendingPathComponent(attachment.filename)
+    }
+
+    private func path(for attachment: Attachment) throws -> String {
+        try fileURL(for: attachment).path
     }
 }

@@ -92,7 +92,7 @@ struct DemoDevice: Sendable {
     /// Stops the queue and closes the database. Errors are ignored: the demo is ending either way.
     func shutDown() async {
         await queue.close()
-        try? db.close()
+        try? await db.close()
     }
 }
 

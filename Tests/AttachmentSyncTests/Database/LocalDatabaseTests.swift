@@ -244,8 +244,8 @@ struct LocalDatabaseTests {
         let folder = try TemporaryDirectory()
         let db = try openFileDatabase(folder)
         try await db.execute(sql: "INSERT INTO vals (id) VALUES ('a')")
-        try db.close()
-        try db.close()
+        try await db.close()
+        try await db.close()
         #expect(db.isClosed)
         let error = await #expect(throws: LocalDatabaseError.self) {
             try await db.execute(sql: "INSERT INTO vals (id) VALUES ('b')")

@@ -55,7 +55,7 @@ struct SchemaTests {
             parameters: ["c1", "Fire exits", true]
         )
         let versionBefore = try await first.get(sql: "PRAGMA schema_version") { try $0.getInt(name: "schema_version") }
-        try first.close()
+        try await first.close()
 
         let second = try LocalDatabase(path: path, schema: schema)
         defer { try? second.close() }
@@ -77,7 +77,7 @@ struct SchemaTests {
         let v1 = Table(name: "notes", columns: [.text("title")])
         let first = try LocalDatabase(path: path, schema: Schema(tables: [v1]))
         try await first.execute(sql: "INSERT INTO notes (id, title) VALUES ('n1', 'kept')")
-        try first.close()
+        try await first.close()
 
         let v2 = Table(
             name: "notes",
@@ -113,7 +113,7 @@ struct SchemaTests {
         let first = try LocalDatabase(
             path: path, schema: Schema(tables: [Table(name: "notes", columns: [.text("title"), .text("body")])]))
         try await first.execute(sql: "INSERT INTO notes (id, title, body) VALUES ('n1', 't', 'precious')")
-        try first.close()
+        try await first.close()
 
         let second = try LocalDatabase(
             path: path, schema: Schema(tables: [Table(name: "notes", columns: [.text("title")])]))

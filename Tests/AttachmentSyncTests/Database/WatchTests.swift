@@ -111,7 +111,7 @@ struct WatchTests {
         #expect(db.activeWatchCount == 0)
         // With the observation gone, writes still work and the pool closes cleanly.
         try await db.execute(sql: "INSERT INTO watched (id) VALUES ('after')")
-        try db.close()
+        try await db.close()
     }
 
     @Test("close ends active watches normally")
@@ -119,7 +119,7 @@ struct WatchTests {
         let db = try LocalDatabase.inMemory(schema: Self.schema)
         let stream = try db.watch(sql: "SELECT id FROM watched") { try $0.getString(name: "id") }
         _ = try await withDeadline("the initial result") { try await stream.first { _ in true } }
-        try db.close()
+        try await db.close()
         let remaining = try await withDeadline("the end of the stream") {
             var count = 0
             for try await _ in stream { count += 1 }

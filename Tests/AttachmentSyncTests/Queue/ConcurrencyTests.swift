@@ -115,6 +115,6 @@ struct ConcurrencyTests {
             try await device.queue.saveFile(data: Data(), mediaType: nil, fileExtension: "jpg")
         }
         #expect(error?.code == .closed)
-        try device.db.close()
+        try await device.db.close()
     }
 }

@@ -116,7 +116,7 @@ final class QueueHarness: Sendable {
 
     func close() async {
         await queue.close()
-        try? db.close()
+        try? await db.close()
     }
 }
 

@@ -54,7 +54,7 @@ struct ReferenceBugTests {
         try await device.queue.startSync()
         await device.queue.close()
         await device.queue.close()
-        try device.db.close()
+        try await device.db.close()
     }
 
     @Test("deleteFile cannot orphan the remote copy: the record stays until the remote delete succeeds")

@@ -83,7 +83,7 @@ struct StartupTests {
         let absolute = folder.url.appendingPathComponent("attachments/p1.jpg").path
         let db = try LocalDatabase(path: folder.path("app.sqlite"), schema: QueueHarness.schema)
         try await db.execute(sql: "UPDATE attachments SET local_uri = ? WHERE id = 'p1'", parameters: [absolute])
-        try db.close()
+        try await db.close()
 
         let device = try QueueHarness(watch: true, folder: folder, remote: remote)
         defer { Task { await device.close() } }
