@@ -1,3 +1,4 @@
+import AttachmentSync
 import Foundation
 
 /// A clock whose time moves only when a test says so.
@@ -176,7 +177,7 @@ public final class ManualClock: Clock, Sendable {
     /// How many times ``advance(to:)`` yields after resuming sleepers.
     private static let yieldsAfterAdvance = 10
 
-    private let state = Protected(State())
+    private let state = LockedValue(State())
 
     /// Creates a clock at ``Instant/zero``, with no sleepers.
     ///
@@ -290,10 +291,10 @@ public final class ManualClock: Clock, Sendable {
     /// await clock.advance(by: .seconds(30))
     /// ```
     ///
-    /// - Parameter duration: How far to move; must not be negative (time never moves backwards).
+    /// - Parameter duration: How far to move. A negative duration does nothing: time never moves
+    ///   backwards.
     public func advance(by duration: Swift.Duration) async {
-        precondition(duration >= .zero, "ManualClock cannot move backwards (advance(by: \(duration)))")
-        await advance { $0.advanced(by: duration) }
+        await advance { $0.advanced(by: max(duration, .zero)) }
     }
 
     /// Moves the clock forward to `instant` and resumes every sleeper whose deadline is now reached.
@@ -390,28 +391,5 @@ public final class ManualClock: Clock, Sendable {
         for _ in 0..<Self.yieldsAfterAdvance {
             await Task.yield()
         }
-    }
-}
-
-/// A value guarded by a lock: the clock's state, shared by every task that reads the time, sleeps or
-/// advances.
-///
-/// `@unchecked Sendable` is safe here: the only stored state is `value`, which is `private` and read or
-/// written only inside `withLock`, while `lock` is held, and `Value` is itself `Sendable`; `lock` itself is an `NSLock`, made for use from
-/// any thread. `withLock` runs no `async` code and resumes no continuation while holding the lock, so it
-/// cannot deadlock. (`Synchronization.Mutex` would do the same but needs macOS 15 / iOS 18, and the
-/// package supports macOS 13 / iOS 16.)
-private final class Protected<Value: Sendable>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-
-    init(_ value: Value) {
-        self.value = value
-    }
-
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
     }
 }

@@ -265,6 +265,14 @@ struct ManualClockTests {
         try await taskSleeper.value
         #expect(clock.minimumResolution == .zero)
     }
+
+    @Test("advancing by a negative duration does nothing")
+    func negativeAdvanceIsIgnored() async {
+        let clock = ManualClock()
+        await clock.advance(by: .seconds(5))
+        await clock.advance(by: .seconds(-3))
+        #expect(clock.now == ManualClock.Instant(offset: .seconds(5)))
+    }
 }
 
 /// Collects values from concurrent tasks, in the order they arrive.
@@ -274,4 +282,5 @@ actor Recorder<Value: Sendable> {
     func append(_ value: Value) {
         values.append(value)
     }
+
 }

@@ -1,3 +1,4 @@
+import AttachmentSync
 import Foundation
 
 #if canImport(Darwin)
@@ -13,13 +14,12 @@ import Foundation
 ///
 /// On a terminal, a status line is rewritten in place (`\r`) as it changes; elsewhere only milestones are
 /// written, one plain line each, so logs stay short.
-final class DemoConsole: @unchecked Sendable {
+final class DemoConsole: Sendable {
     /// Whether standard output is a terminal.
     let isTerminal: Bool
-    /// Guards `openStatus`; the demo writes from one task, but the console must stay safe if that changes.
-    private let lock = NSLock()
-    /// Whether a status line is on screen without its line break yet (terminal only).
-    private var openStatus = false
+    /// Whether a status line is on screen without its line break yet (terminal only). Writes happen under
+    /// its lock, so lines from different tasks never interleave.
+    private let openStatus = LockedValue(false)
 
     /// A console for the process's standard output.
     init() {
@@ -28,7 +28,7 @@ final class DemoConsole: @unchecked Sendable {
 
     /// Writes `text` as a line of its own.
     func line(_ text: String = "") {
-        lock.withLock {
+        openStatus.withLock { openStatus in
             var output = openStatus ? "\n" : ""
             openStatus = false
             output += text + "\n"
@@ -39,7 +39,7 @@ final class DemoConsole: @unchecked Sendable {
     /// Shows a status line: rewritten in place on a terminal; written as a plain line elsewhere only when
     /// `milestone` is true.
     func status(_ text: String, milestone: Bool) {
-        lock.withLock {
+        openStatus.withLock { openStatus in
             if isTerminal {
                 // Carriage return, then erase to the end of the line, then the new text.
                 write("\r\u{1B}[K" + text)
@@ -52,7 +52,7 @@ final class DemoConsole: @unchecked Sendable {
 
     /// Ends the current status line, if one is open, keeping its last text on screen.
     func endStatus() {
-        lock.withLock {
+        openStatus.withLock { openStatus in
             if openStatus { write("\n") }
             openStatus = false
         }
