@@ -14,11 +14,13 @@ let package = Package(
         .library(name: "AttachmentSync", targets: ["AttachmentSync"]),
         .library(name: "AttachmentSyncTesting", targets: ["AttachmentSyncTesting"]),
         .executable(name: "attachment-sync", targets: ["attachment-sync"]),
+        .executable(name: "attachment-sync-bench", targets: ["attachment-sync-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
     ],
     targets: [
         .target(
@@ -26,6 +28,7 @@ let package = Package(
             dependencies: [
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strictSettings
         ),
@@ -41,6 +44,12 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "attachment-sync-bench",
+            dependencies: ["AttachmentSync", "AttachmentSyncTesting"],
+            path: "Benchmarks/attachment-sync-bench",
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -203,6 +203,20 @@ public final class ManualClock: Clock, Sendable {
     /// ```swift
     /// #expect(ManualClock().minimumResolution == .zero)
     /// ```
+    /// The calendar date this clock stands for: 2026-01-01 00:00:00 UTC plus the time advanced so far.
+    ///
+    /// Pass it where a component wants dates that must move with the test's time (the attachment queue's
+    /// `currentDate`, for its stored retry times):
+    ///
+    /// ```swift
+    /// configuration.clock = clock
+    /// configuration.currentDate = { clock.date }
+    /// ```
+    public var date: Date {
+        let offset = now.offset.components
+        return Date(timeIntervalSince1970: 1_767_225_600 + Double(offset.seconds) + Double(offset.attoseconds) / 1e18)
+    }
+
     public var minimumResolution: Swift.Duration {
         .zero
     }

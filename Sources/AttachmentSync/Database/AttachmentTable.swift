@@ -11,6 +11,10 @@ let attachmentTableColumns: [Column] = [
     .integer("state"),
     .integer("has_synced"),
     .text("meta_data"),
+    .text("content_hash"),
+    .integer("attempts"),
+    .integer("next_attempt_at"),
+    .text("last_error"),
 ]
 
 /// The definition of the local-only table in which the attachment queue keeps each attachment's state.
@@ -29,7 +33,9 @@ let attachmentTableColumns: [Column] = [
 /// to the attachments directory), `timestamp` (INTEGER, milliseconds since 1970 of the last change), `size`
 /// (INTEGER, bytes), `media_type` (TEXT), `state` (INTEGER, an ``AttachmentState`` raw value),
 /// `has_synced` (INTEGER, whether the file ever reached remote storage) and `meta_data` (TEXT, the app's
-/// own, JSON for instance). An index on (`state`, `timestamp`) serves the queue's "oldest queued first"
+/// own, JSON for instance), and the queue's own `content_hash` (TEXT, SHA-256 of the content in hex),
+/// `attempts` (INTEGER, failed tries of the pending transfer), `next_attempt_at` (INTEGER, milliseconds
+/// since 1970 before which it is not retried) and `last_error` (TEXT). An index on (`state`, `timestamp`) serves the queue's "oldest queued first"
 /// look-ups. Opening a database whose attachments table lacks newer columns or indexes adds them.
 ///
 /// - Parameter name: The table's name. The default is `attachments`.

@@ -25,6 +25,8 @@ public struct Attachment: Sendable, Hashable, Identifiable {
     public let size: Int64?
     /// The app's own metadata (JSON, say), when given.
     public let metaData: String?
+    /// The SHA-256 of the content (lowercase hex), when known. Downloads are verified against it.
+    public let contentHash: String?
 
     /// Creates a record.
     public init(
@@ -36,7 +38,8 @@ public struct Attachment: Sendable, Hashable, Identifiable {
         localUri: String? = nil,
         mediaType: String? = nil,
         size: Int64? = nil,
-        metaData: String? = nil
+        metaData: String? = nil,
+        contentHash: String? = nil
     ) {
         self.id = id
         self.filename = filename
@@ -47,6 +50,7 @@ public struct Attachment: Sendable, Hashable, Identifiable {
         self.mediaType = mediaType
         self.size = size
         self.metaData = metaData
+        self.contentHash = contentHash
     }
 
     /// A copy with the given fields replaced.
@@ -58,7 +62,8 @@ public struct Attachment: Sendable, Hashable, Identifiable {
         localUri: String?? = nil,
         mediaType: String?? = nil,
         size: Int64?? = nil,
-        metaData: String?? = nil
+        metaData: String?? = nil,
+        contentHash: String?? = nil
     ) -> Attachment {
         Attachment(
             id: id,
@@ -69,7 +74,8 @@ public struct Attachment: Sendable, Hashable, Identifiable {
             localUri: localUri ?? self.localUri,
             mediaType: mediaType ?? self.mediaType,
             size: size ?? self.size,
-            metaData: metaData ?? self.metaData
+            metaData: metaData ?? self.metaData,
+            contentHash: contentHash ?? self.contentHash
         )
     }
 }

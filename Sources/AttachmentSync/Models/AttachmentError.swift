@@ -25,6 +25,7 @@ public struct AttachmentError: Error, Sendable, CustomStringConvertible, Localiz
             case localFileNotFound
             case remoteNotFound
             case fileSystem
+            case integrityMismatch
             case closed
         }
 
@@ -51,6 +52,9 @@ public struct AttachmentError: Error, Sendable, CustomStringConvertible, Localiz
         /// A file system operation failed. ``AttachmentError/path`` and ``AttachmentError/underlying`` say
         /// which and why.
         public static let fileSystem = Code(.fileSystem)
+        /// Downloaded content does not match the SHA-256 recorded for the attachment. The file was discarded;
+        /// the download is retried with backoff.
+        public static let integrityMismatch = Code(.integrityMismatch)
         /// The queue was closed with ``AttachmentQueue/close()``.
         public static let closed = Code(.closed)
 

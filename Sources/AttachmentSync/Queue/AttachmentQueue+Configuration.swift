@@ -38,6 +38,16 @@ extension AttachmentQueue {
         /// The clock that times periodic passes, throttling and retries. Tests pass a manual clock. The
         /// default is `ContinuousClock()`.
         public var clock: any Clock<Duration> = ContinuousClock()
+        /// The current date, for the retry times stored in the attachments table (they must survive a
+        /// restart, so they are dates, not clock instants). Tests pass a manual clock's date. The default
+        /// is the system's date.
+        public var currentDate: @Sendable () -> Date = { Date() }
+        /// How long a failed transfer waits before its next try. The default is ``RetryBackoff/init()``:
+        /// 1 second doubling to 5 minutes, with full jitter.
+        public var retryBackoff = RetryBackoff()
+        /// After this many failed tries in a row, a transfer is given up and its attachment archived.
+        /// `nil` retries for ever, as the PowerSync helpers do. The default is `nil`.
+        public var maxAttempts: Int?
         /// Where the queue logs. The default discards everything.
         public var logger: Logger = Logger(label: "AttachmentSync.AttachmentQueue") { _ in SwiftLogNoOpLogHandler() }
 
@@ -59,6 +69,12 @@ extension AttachmentQueue {
             }
             guard archivedCacheLimit >= 0 else {
                 throw fail("archivedCacheLimit", "is negative: \(archivedCacheLimit)")
+            }
+            if let maxAttempts, maxAttempts < 1 {
+                throw fail("maxAttempts", "must be at least 1 (or nil for unlimited), not \(maxAttempts)")
+            }
+            guard retryBackoff.initialDelay >= .zero, retryBackoff.maximumDelay >= retryBackoff.initialDelay else {
+                throw fail("retryBackoff", "needs 0 ≤ initialDelay ≤ maximumDelay, not \(retryBackoff)")
             }
             guard maxConcurrentTransfers >= 1 else {
                 throw fail("maxConcurrentTransfers", "must be at least 1, not \(maxConcurrentTransfers)")

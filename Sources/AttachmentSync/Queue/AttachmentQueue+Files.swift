@@ -56,7 +56,8 @@ extension AttachmentQueue {
             localPath: localName,
             mediaType: mediaType,
             size: Int64(data.count),
-            metaData: metaData
+            metaData: metaData,
+            contentHash: FileStreaming.sha256(data)
         )
         do {
             _ = try await localStorage.saveFile(filePath: stagingPath, data: data)
@@ -69,6 +70,99 @@ extension AttachmentQueue {
             return committed
         } catch {
             try? await localStorage.deleteFile(filePath: stagingPath)
+            throw error
+        }
+    }
+
+    /// Saves a new attachment from an existing file and queues it for upload, without reading the file
+    /// into memory: it is copied (or, with `moveFile`, moved) into the attachments directory in chunks while
+    /// its SHA-256 is computed. `updateHook` runs in the transaction that creates the record.
+    ///
+    /// All or nothing: when the hook throws (or anything else fails), no record and no copy are left, and
+    /// a moved file is put back where it was.
+    ///
+    /// ```swift
+    /// let video = try await queue.saveFile(fileURL: recordingURL, mediaType: "video/mp4", fileExtension: nil, moveFile: true) {
+    ///     tx, attachment in
+    ///     try tx.execute(sql: "UPDATE visits SET video_id = ? WHERE id = ?", arguments: [attachment.id, visitId])
+    /// }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - fileURL: The file to adopt.
+    ///   - mediaType: Its media type, stored with the record.
+    ///   - fileExtension: The extension the attachment's file is named with. The default is `nil`: the
+    ///     source file's extension.
+    ///   - metaData: The app's own metadata. The default is `nil`.
+    ///   - id: The attachment's id. The default is `nil`: a new lowercase UUID.
+    ///   - moveFile: Whether to move the file instead of copying it (a rename when both are on one
+    ///     volume). The default is `false`.
+    ///   - updateHook: Runs inside the transaction that creates the record. The default does nothing.
+    /// - Returns: The new record, in ``AttachmentState/queuedUpload``.
+    /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/localFileNotFound`` when
+    ///   there is no file at `fileURL`, and the errors of ``saveFile(data:mediaType:fileExtension:metaData:id:updateHook:)``.
+    @discardableResult
+    public func saveFile(
+        fileURL: URL,
+        mediaType: String?,
+        fileExtension: String? = nil,
+        metaData: String? = nil,
+        id: String? = nil,
+        moveFile: Bool = false,
+        updateHook: @escaping @Sendable (SqlTransaction, Attachment) throws -> Void = { _, _ in }
+    ) async throws -> Attachment {
+        try await waitForInit()
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: fileURL.path, isDirectory: &isDirectory), !isDirectory.boolValue
+        else {
+            throw AttachmentError(
+                code: .localFileNotFound, message: "no file to save at \(fileURL.path)", path: fileURL.path)
+        }
+        let id = id ?? UUID().uuidString.lowercased()
+        let ext = try FileName.normalizedExtension(
+            fileExtension ?? (fileURL.pathExtension.isEmpty ? nil : fileURL.pathExtension), attachmentId: id)
+        let localName = try FileName.localName(id: id, fileExtension: ext)
+        let stagingPath = localPath(FileName.savingName(for: localName))
+        guard let staging = localStorage.plainFileURL(filePath: stagingPath) else {
+            // The local adapter transforms what it stores: it can only take the content as data.
+            let data = try fileSystem(path: fileURL.path) { try Data(contentsOf: fileURL) }
+            let saved = try await saveFile(
+                data: data, mediaType: mediaType, fileExtension: ext, metaData: metaData, id: id,
+                updateHook: updateHook)
+            if moveFile { try? FileManager.default.removeItem(at: fileURL) }
+            return saved
+        }
+        guard reserved.insert(id).inserted else {
+            throw AttachmentError(
+                code: .alreadyExists, message: "attachment \(String(reflecting: id)) is being saved", attachmentId: id)
+        }
+        defer { reserved.remove(id) }
+
+        var moved = false
+        do {
+            let size: Int64
+            let sha256: String
+            if moveFile, (try? FileManagerStorageAdapter.rename(from: fileURL.path, to: staging.path)) != nil {
+                moved = true
+                (size, sha256) = try await FileStreaming.digest(of: staging)
+            } else {
+                (size, sha256) = try await FileStreaming.copy(from: fileURL, to: staging)
+            }
+            let record = AttachmentRecord(
+                id: id, filename: localName, state: .queuedUpload, timestamp: 0, localPath: localName,
+                mediaType: mediaType, size: size, metaData: metaData, contentHash: sha256)
+            let committed = try await commitNewRecord(record, updateHook: updateHook)
+            try await localStorage.moveFile(sourcePath: stagingPath, targetPath: localPath(localName))
+            if moveFile && !moved { try? FileManager.default.removeItem(at: fileURL) }
+            logger.debug("saved from a file", metadata: ["attachment": "\(id)", "bytes": "\(size)"])
+            trigger()
+            return committed
+        } catch {
+            if moved {
+                try? FileManagerStorageAdapter.rename(from: staging.path, to: fileURL.path)
+            } else {
+                try? await localStorage.deleteFile(filePath: stagingPath)
+            }
             throw error
         }
     }

@@ -195,15 +195,18 @@ extension AttachmentQueue {
             queuedReadsInFlight -= 1
             if queuedReadsInFlight == 0 { finishedWhileReading.removeAll() }
         }
-        let queued = try await db.readTransaction { tx in try store.queued(limit: limit, in: tx) }.filter {
-            (finishedWhileReading[$0.id] ?? Int.min) <= readStart
+        let now = Self.milliseconds(configuration.currentDate())
+        let (queued, earliestRetry) = try await db.readTransaction { tx in
+            (try store.queued(limit: limit, readyAt: now, in: tx), try store.earliestRetry(after: now, in: tx))
         }
         let selected = scheduler.select(
-            queued: queued,
+            queued: queued.filter { (finishedWhileReading[$0.id] ?? Int.min) <= readStart },
             busy: Set(transfers.keys).union(reserved),
             inFlight: transfers.count,
-            skipped: skippedUntilTrigger
+            skipped: skippedUntilTrigger,
+            now: now
         )
+        if let earliestRetry { scheduleRetryWake(at: earliestRetry, now: now) }
         for record in selected {
             // The read above was a suspension point: check again before starting.
             guard transfers[record.id] == nil, !reserved.contains(record.id),
@@ -247,6 +250,31 @@ extension AttachmentQueue {
             }
         }
         logger.debug("evicted archived attachments", metadata: ["count": "\(evicted)"])
+    }
+
+    /// Milliseconds since 1970.
+    static func milliseconds(_ date: Date) -> Int64 {
+        Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+    }
+
+    /// Makes sure a pass runs when the soonest retry time `at` (milliseconds since 1970) comes, while
+    /// syncing. One timer at a time: it is replaced only by an earlier one.
+    func scheduleRetryWake(at time: Int64, now: Int64) {
+        guard session != nil else { return }
+        if let retryWake, retryWake.time <= time { return }
+        retryWake?.task.cancel()
+        let delay = Duration.milliseconds(max(0, time - now))
+        let clock = configuration.clock
+        let task = Task {
+            do {
+                try await clock.sleep(for: delay)
+            } catch {
+                return
+            }
+            if self.retryWake?.time == time { self.retryWake = nil }
+            self.trigger()
+        }
+        retryWake = (time, task)
     }
 
     /// Suspends until no transfer is in flight.

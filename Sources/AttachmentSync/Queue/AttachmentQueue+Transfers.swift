@@ -26,6 +26,9 @@ extension AttachmentQueue {
         let directory: URL
         let timestamps: MonotonicTimestamps
         let logger: Logger
+        let retryBackoff: RetryBackoff
+        let maxAttempts: Int?
+        let currentDate: @Sendable () -> Date
     }
 
     /// Starts the transfer the record's state calls for. The caller has checked that none is in flight for
@@ -33,7 +36,9 @@ extension AttachmentQueue {
     func startTransfer(_ record: AttachmentRecord) {
         let context = TransferContext(
             db: db, store: store, remote: remoteStorage, local: localStorage, errorHandler: errorHandler,
-            directory: attachmentsDirectory, timestamps: timestamps, logger: logger
+            directory: attachmentsDirectory, timestamps: timestamps, logger: logger,
+            retryBackoff: configuration.retryBackoff, maxAttempts: configuration.maxAttempts,
+            currentDate: configuration.currentDate
         )
         let task = Task {
             let outcome = await Self.perform(record, context: context)
@@ -86,6 +91,11 @@ extension AttachmentQueue {
         }
     }
 
+    /// Columns that clear a transfer's retry state once it succeeds.
+    static let retryStateCleared: [(column: String, value: (any SqlValueConvertible)?)] = [
+        ("attempts", 0), ("next_attempt_at", nil), ("last_error", nil),
+    ]
+
     private nonisolated static func upload(
         _ record: AttachmentRecord, _ attachment: Attachment, _ context: TransferContext
     ) async throws -> TransferOutcome {
@@ -96,16 +106,23 @@ extension AttachmentQueue {
                 message: "the file to upload is missing", attachmentId: record.id, path: attachment.localUri)
             return try await archive(record, because: error, clearingLocalPath: true, context)
         }
-        let data = try await context.local.readFile(filePath: path, mediaType: record.mediaType)
-        try await context.remote.uploadFile(data: data, attachment: attachment)
+        let size: Int64
+        if let url = context.local.plainFileURL(filePath: path) {
+            size = try await context.local.fileSize(filePath: path) ?? record.size ?? 0
+            try await context.remote.uploadFile(fileURL: url, attachment: attachment) { _ in }
+        } else {
+            let data = try await context.local.readFile(filePath: path, mediaType: record.mediaType)
+            size = Int64(data.count)
+            try await context.remote.uploadFile(data: data, attachment: attachment)
+        }
         let store = context.store
         let timestamp = context.timestamps.next()
         let committed = try await context.db.writeTransaction { tx in
             try store.transition(
                 id: record.id, from: .queuedUpload, to: .synced, timestamp: timestamp,
-                set: [("has_synced", true), ("size", Int64(data.count))], in: tx)
+                set: [("has_synced", true), ("size", size)] + retryStateCleared, in: tx)
         }
-        context.logger.debug("uploaded", metadata: ["attachment": "\(record.id)", "bytes": "\(data.count)"])
+        context.logger.debug("uploaded", metadata: ["attachment": "\(record.id)", "bytes": "\(size)"])
         return committed ? .completed : .superseded
     }
 
@@ -118,10 +135,20 @@ extension AttachmentQueue {
         let finalPath = context.directory.appendingPathComponent(localName).path
         let stagingPath = context.directory.appendingPathComponent(FileName.downloadingName(for: localName)).path
 
-        let data = try await context.remote.downloadFile(attachment: attachment)
-        try Task.checkCancellation()
         do {
-            let size = try await context.local.saveFile(filePath: stagingPath, data: data)
+            let (size, sha256): (Int64, String)
+            if let staging = context.local.plainFileURL(filePath: stagingPath) {
+                try await context.local.deleteFile(filePath: stagingPath)
+                try await context.remote.downloadFile(attachment: attachment, to: staging) { _ in }
+                try FileManagerStorageAdapter.synchronize(path: staging.path)
+                (size, sha256) = try await FileStreaming.digest(of: staging)
+                try verify(sha256, of: record, path: stagingPath)
+            } else {
+                let data = try await context.remote.downloadFile(attachment: attachment)
+                sha256 = FileStreaming.sha256(data)
+                try verify(sha256, of: record, path: stagingPath)
+                size = try await context.local.saveFile(filePath: stagingPath, data: data)
+            }
             try Task.checkCancellation()
             try await context.local.moveFile(sourcePath: stagingPath, targetPath: finalPath)
             let store = context.store
@@ -129,7 +156,9 @@ extension AttachmentQueue {
             let committed = try await context.db.writeTransaction { tx in
                 try store.transition(
                     id: record.id, from: .queuedDownload, to: .synced, timestamp: timestamp,
-                    set: [("has_synced", true), ("size", size), ("local_uri", localName)], in: tx)
+                    set: [("has_synced", true), ("size", size), ("local_uri", localName), ("content_hash", sha256)]
+                        + retryStateCleared,
+                    in: tx)
             }
             if !committed {
                 // Archived or deleted meanwhile: unless the record took the file after all, remove it.
@@ -147,6 +176,18 @@ extension AttachmentQueue {
         }
     }
 
+    /// Throws ``AttachmentError/Code-swift.struct/integrityMismatch`` when the record knows its content's
+    /// hash and `sha256` differs.
+    private nonisolated static func verify(_ sha256: String, of record: AttachmentRecord, path: String) throws {
+        guard let expected = record.contentHash, expected.lowercased() != sha256 else { return }
+        throw AttachmentError(
+            code: .integrityMismatch,
+            message: "downloaded content has SHA-256 \(sha256), expected \(expected); the file was discarded",
+            attachmentId: record.id,
+            path: path
+        )
+    }
+
     private nonisolated static func delete(
         _ record: AttachmentRecord, _ attachment: Attachment, _ context: TransferContext
     ) async throws -> TransferOutcome {
@@ -162,22 +203,39 @@ extension AttachmentQueue {
         return deleted ? .completed : .superseded
     }
 
-    /// Asks the error handler (when there is one) whether to retry or archive.
+    /// Counts the failure, then retries after the backoff delay or archives: the error handler decides
+    /// first (given the attempt count), then `maxAttempts`.
     private nonisolated static func handleFailure(
         _ record: AttachmentRecord, _ attachment: Attachment, _ error: any Error, _ context: TransferContext
     ) async -> TransferOutcome {
+        let attempt = record.attempts + 1
         var retry = true
         if let handler = context.errorHandler {
-            switch record.state {
-            case .queuedUpload: retry = await handler.onUploadError(attachment: attachment, error: error)
-            case .queuedDownload: retry = await handler.onDownloadError(attachment: attachment, error: error)
-            case .queuedDelete: retry = await handler.onDeleteError(attachment: attachment, error: error)
-            case .synced, .archived: retry = true
-            }
+            retry = await handler.shouldRetry(attachment: attachment, error: error, attempt: attempt)
         }
-        guard !retry else { return .willRetry(error) }
+        if retry, let maxAttempts = context.maxAttempts, attempt >= maxAttempts {
+            retry = false
+            context.logger.error(
+                "giving up after \(attempt) failed attempts",
+                metadata: ["attachment": "\(record.id)", "error": "\(error)"])
+        }
         do {
-            return try await archive(record, because: error, context)
+            guard retry else {
+                return try await archive(record, because: error, context)
+            }
+            var generator = SystemRandomNumberGenerator()
+            let delay = context.retryBackoff.delay(afterAttempt: attempt, using: &generator)
+            let now = context.currentDate()
+            let next = Int64((now.timeIntervalSince1970 * 1000).rounded(.down)) + Int64(delay / .milliseconds(1))
+            let store = context.store
+            let message = String(describing: error).prefix(1000)
+            _ = try await context.db.writeTransaction { tx in
+                // The timestamp stays: a failure is no state change, and must not wake the sync trigger.
+                try store.update(
+                    id: record.id, ifState: record.state,
+                    set: [("attempts", attempt), ("next_attempt_at", next), ("last_error", String(message))], in: tx)
+            }
+            return .willRetry(error)
         } catch {
             return .willRetry(error)
         }
@@ -192,7 +250,9 @@ extension AttachmentQueue {
         let archived = try await context.db.writeTransaction { tx in
             try store.transition(
                 id: record.id, from: record.state, to: .archived, timestamp: timestamp,
-                set: clearingLocalPath ? [("local_uri", nil)] : [], in: tx)
+                set: (clearingLocalPath ? [("local_uri", nil)] : []) + retryStateCleared
+                    + [("last_error", String(String(describing: error).prefix(1000)))],
+                in: tx)
         }
         return archived ? .archived(error) : .superseded
     }

@@ -80,6 +80,8 @@ public actor AttachmentQueue {
     var finishedTransferCount = 0
     var finishedWhileReading: [String: Int] = [:]
     var queuedReadsInFlight = 0
+    /// The timer that wakes the queue when the soonest retry time comes (see `scheduleRetryWake`).
+    var retryWake: (time: Int64, task: Task<Void, Never>)?
     /// The archive trim in progress: trims run one at a time, so `expireCache` returns only once every
     /// eviction it asked for has happened, files included.
     var archiveTrim: Task<Void, any Error>?
@@ -275,6 +277,8 @@ public actor AttachmentQueue {
         guard let session else { return }
         self.session = nil
         session.triggers.finish()
+        retryWake?.task.cancel()
+        retryWake = nil
         for task in session.tasks { task.cancel() }
         for (id, transfer) in transfers {
             skippedUntilTrigger[id] = transfer.state

@@ -13,9 +13,19 @@ struct AttachmentRecord: Sendable, Hashable {
     var mediaType: String?
     var size: Int64?
     var metaData: String?
+    /// SHA-256 of the content (lowercase hex), when known: verified after every download.
+    var contentHash: String?
+    /// Failed tries of the pending transfer.
+    var attempts: Int = 0
+    /// Milliseconds since 1970 before which the pending transfer is not retried.
+    var nextAttemptAt: Int64?
+    /// The last failure's description.
+    var lastError: String?
 
     /// The columns ``init(cursor:)`` reads, for `SELECT`s.
-    static let columns = "id, filename, state, timestamp, has_synced, local_uri, media_type, size, meta_data"
+    static let columns =
+        "id, filename, state, timestamp, has_synced, local_uri, media_type, size, meta_data, content_hash, "
+        + "attempts, next_attempt_at, last_error"
 
     init(
         id: String,
@@ -26,7 +36,8 @@ struct AttachmentRecord: Sendable, Hashable {
         localPath: String? = nil,
         mediaType: String? = nil,
         size: Int64? = nil,
-        metaData: String? = nil
+        metaData: String? = nil,
+        contentHash: String? = nil
     ) {
         self.id = id
         self.filename = filename
@@ -37,6 +48,7 @@ struct AttachmentRecord: Sendable, Hashable {
         self.mediaType = mediaType
         self.size = size
         self.metaData = metaData
+        self.contentHash = contentHash
     }
 
     init(cursor: SqlCursor) throws {
@@ -58,8 +70,12 @@ struct AttachmentRecord: Sendable, Hashable {
             localPath: try cursor.getStringOptional(name: "local_uri"),
             mediaType: try cursor.getStringOptional(name: "media_type"),
             size: try cursor.getInt64Optional(name: "size"),
-            metaData: try cursor.getStringOptional(name: "meta_data")
+            metaData: try cursor.getStringOptional(name: "meta_data"),
+            contentHash: try cursor.getStringOptional(name: "content_hash")
         )
+        attempts = try cursor.getIntOptional(name: "attempts") ?? 0
+        nextAttemptAt = try cursor.getInt64Optional(name: "next_attempt_at")
+        lastError = try cursor.getStringOptional(name: "last_error")
     }
 
     /// The public value, with the local path resolved against `directory`.
@@ -73,7 +89,8 @@ struct AttachmentRecord: Sendable, Hashable {
             localUri: localPath.map { directory.appendingPathComponent($0).path },
             mediaType: mediaType,
             size: size,
-            metaData: metaData
+            metaData: metaData,
+            contentHash: contentHash
         )
     }
 }

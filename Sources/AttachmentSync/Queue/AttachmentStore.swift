@@ -27,18 +27,29 @@ struct AttachmentStore: Sendable {
         ) { try AttachmentRecord(cursor: $0) }
     }
 
-    /// Records waiting for a transfer, oldest first; at most `limit` of them.
-    func queued(limit: Int, in tx: SqlTransaction) throws -> [AttachmentRecord] {
+    /// Records waiting for a transfer whose retry time (if any) has come by `now` (milliseconds since
+    /// 1970), oldest first; at most `limit` of them.
+    func queued(limit: Int, readyAt now: Int64, in tx: SqlTransaction) throws -> [AttachmentRecord] {
         try tx.getAll(
             sql: """
-                SELECT \(AttachmentRecord.columns) FROM \(table) WHERE state IN (?, ?, ?)
+                SELECT \(AttachmentRecord.columns) FROM \(table)
+                WHERE state IN (?, ?, ?) AND (next_attempt_at IS NULL OR next_attempt_at <= ?)
                 ORDER BY timestamp, id LIMIT ?
                 """,
             parameters: [
                 AttachmentState.queuedDownload.rawValue, AttachmentState.queuedUpload.rawValue,
-                AttachmentState.queuedDelete.rawValue, limit,
+                AttachmentState.queuedDelete.rawValue, now, limit,
             ]
         ) { try AttachmentRecord(cursor: $0) }
+    }
+
+    /// The soonest retry time after `now` among queued records, if any.
+    func earliestRetry(after now: Int64, in tx: SqlTransaction) throws -> Int64? {
+        try tx.get(
+            sql:
+                "SELECT min(next_attempt_at) AS soonest FROM \(table) WHERE state IN (0, 1, 2) AND next_attempt_at > ?",
+            parameters: [now]
+        ) { try $0.getInt64Optional(name: "soonest") }
     }
 
     /// A query whose result changes whenever a record enters or leaves a queued state (every write of the

@@ -13,15 +13,21 @@ struct TransferScheduler: Sendable {
     ///   - busy: Ids with a transfer in flight or a save in progress.
     ///   - inFlight: How many transfers are running.
     ///   - skipped: The state each id's last transfer failed in, not to retry before the next trigger.
+    ///   - now: The current time in milliseconds since 1970: a record whose retry time is later waits.
     func select(
         queued: [AttachmentRecord],
         busy: Set<String>,
         inFlight: Int,
-        skipped: [String: AttachmentState]
+        skipped: [String: AttachmentState],
+        now: Int64
     ) -> [AttachmentRecord] {
         var slots = maxConcurrentTransfers - inFlight
         var selected: [AttachmentRecord] = []
-        for record in queued where slots > 0 && !busy.contains(record.id) && skipped[record.id] != record.state {
+        var picked: Set<String> = []
+        for record in queued
+        where slots > 0 && !busy.contains(record.id) && skipped[record.id] != record.state
+            && (record.nextAttemptAt ?? .min) <= now && picked.insert(record.id).inserted
+        {
             selected.append(record)
             slots -= 1
         }

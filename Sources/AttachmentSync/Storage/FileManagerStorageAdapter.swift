@@ -112,6 +112,11 @@ public struct FileManagerStorageAdapter: LocalStorageAdapter {
         return try fileSystem(path: path) { try FileManager.default.contentsOfDirectory(atPath: path) }
     }
 
+    /// The file's URL: this adapter stores content as is.
+    public func plainFileURL(filePath: String) -> URL? {
+        URL(fileURLWithPath: filePath)
+    }
+
     // MARK: - POSIX helpers
 
     /// `rename(2)`: atomic, and replaces an existing target (FileManager's move refuses to).

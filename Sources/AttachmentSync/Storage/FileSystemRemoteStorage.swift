@@ -45,6 +45,39 @@ public struct FileSystemRemoteStorage: RemoteStorageAdapter {
         return try await local.readFile(filePath: path, mediaType: attachment.mediaType)
     }
 
+    /// Copies the file into the folder in chunks (bounded memory), atomically.
+    public func uploadFile(
+        fileURL: URL, attachment: Attachment, progress: @escaping TransferProgressHandler
+    ) async throws {
+        let target = try self.fileURL(for: attachment)
+        let staging = directory.appendingPathComponent(FileName.uniqueTemporaryName())
+        do {
+            _ = try await FileStreaming.copy(from: fileURL, to: staging, progress: progress)
+            try FileManagerStorageAdapter.rename(from: staging.path, to: target.path)
+        } catch {
+            try? FileManager.default.removeItem(at: staging)
+            throw error
+        }
+    }
+
+    /// Copies the file out of the folder in chunks (bounded memory); throws
+    /// ``AttachmentError/Code-swift.struct/remoteNotFound`` when it does not exist.
+    public func downloadFile(
+        attachment: Attachment, to destination: URL, progress: @escaping TransferProgressHandler
+    ) async throws {
+        let source = try fileURL(for: attachment)
+        guard FileManager.default.fileExists(atPath: source.path) else {
+            throw AttachmentError(
+                code: .remoteNotFound,
+                message: "the remote folder has no file \(String(reflecting: attachment.filename))",
+                attachmentId: attachment.id,
+                name: attachment.filename,
+                path: source.path
+            )
+        }
+        _ = try await FileStreaming.copy(from: source, to: destination, progress: progress)
+    }
+
     /// Deletes the file; succeeds when it does not exist.
     public func deleteFile(attachment: Attachment) async throws {
         try await local.deleteFile(filePath: try path(for: attachment))

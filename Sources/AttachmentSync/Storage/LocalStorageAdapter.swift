@@ -43,4 +43,15 @@ public protocol LocalStorageAdapter: Sendable {
     /// The names of the entries of a folder (files and folders, hidden ones included), or an empty list
     /// when it does not exist.
     func listDirectory(path: String) async throws -> [String]
+
+    /// The URL of the file at `filePath` when its bytes are the attachment's content as is, so the queue
+    /// may stream it to and from remote storage directly; `nil` when the adapter transforms what it
+    /// stores (encryption at rest, say), and the queue then goes through ``readFile(filePath:mediaType:)``
+    /// and ``saveFile(filePath:data:)``. The default is `nil`.
+    func plainFileURL(filePath: String) -> URL?
+}
+
+extension LocalStorageAdapter {
+    /// `nil`: content goes through ``readFile(filePath:mediaType:)`` and ``saveFile(filePath:data:)``.
+    public func plainFileURL(filePath: String) -> URL? { nil }
 }

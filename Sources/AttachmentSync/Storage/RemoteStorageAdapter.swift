@@ -5,6 +5,10 @@ import Foundation
 /// Implement it for your backend (a signed-URL API, an object store), or use one of the library's:
 /// ``FileSystemRemoteStorage`` (a folder), and in `AttachmentSyncS3` the S3 and HTTP adapters.
 ///
+/// Only the three `Data` methods are required. The streaming forms
+/// (``uploadFile(fileURL:attachment:progress:)``, ``downloadFile(attachment:to:progress:)``) have default
+/// implementations that bridge to them; implement those too so large files never sit in memory.
+///
 /// The contract the queue relies on:
 /// - Files are addressed by ``Attachment/filename``; attachments are immutable, so uploading the same
 ///   filename again may overwrite.
@@ -43,4 +47,44 @@ public protocol RemoteStorageAdapter: Sendable {
 
     /// Deletes the attachment's file. Succeeds when the file does not exist.
     func deleteFile(attachment: Attachment) async throws
+
+    /// Uploads the file at `fileURL` as the attachment's file, streaming it, and reports progress.
+    ///
+    /// The queue always calls this form. The default implementation reads the file into memory and calls
+    /// ``uploadFile(data:attachment:)``, so adapters written for the `Data` API keep working; implement it
+    /// to upload files of any size with bounded memory.
+    func uploadFile(fileURL: URL, attachment: Attachment, progress: @escaping TransferProgressHandler) async throws
+
+    /// Downloads the attachment's file to `destination` (created or replaced), streaming it, and reports
+    /// progress.
+    ///
+    /// The queue always calls this form, with a temporary destination it verifies before moving the file
+    /// into place. The default implementation calls ``downloadFile(attachment:)`` and writes the data.
+    func downloadFile(attachment: Attachment, to destination: URL, progress: @escaping TransferProgressHandler)
+        async throws
+}
+
+extension RemoteStorageAdapter {
+    /// Reads the file and calls ``uploadFile(data:attachment:)``.
+    public func uploadFile(
+        fileURL: URL, attachment: Attachment, progress: @escaping TransferProgressHandler
+    ) async throws {
+        let data = try fileSystem(path: fileURL.path) { try Data(contentsOf: fileURL) }
+        progress(TransferProgress(completedBytes: 0, totalBytes: Int64(data.count)))
+        try await uploadFile(data: data, attachment: attachment)
+        progress(TransferProgress(completedBytes: Int64(data.count), totalBytes: Int64(data.count)))
+    }
+
+    /// Calls ``downloadFile(attachment:)`` and writes the data to `destination`.
+    public func downloadFile(
+        attachment: Attachment, to destination: URL, progress: @escaping TransferProgressHandler
+    ) async throws {
+        let data = try await downloadFile(attachment: attachment)
+        try fileSystem(path: destination.path) {
+            try FileManager.default.createDirectory(
+                at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try data.write(to: destination)
+        }
+        progress(TransferProgress(completedBytes: Int64(data.count), totalBytes: Int64(data.count)))
+    }
 }

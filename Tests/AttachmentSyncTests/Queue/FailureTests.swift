@@ -86,6 +86,7 @@ struct FailureTests {
         try await device.addChecklist("c1", photo: "p1")
         try await device.queue.startSync()
         try await waitUntil("the failed download") { handler.calls.withLock { $0 } == ["download p1"] }
+        await device.queue.waitUntilIdle()  // the failure is booked; the next trigger retries it
         try await device.queue.syncNow()
         #expect(try await device.state(of: "p1") == .synced)
         #expect(device.bytesOnDisk("p1.jpg") == testBytes(10))

@@ -54,8 +54,11 @@ final class QueueHarness: Sendable {
         clock = ManualClock()
         var configuration = AttachmentQueue.Configuration(attachmentsDirectory: folder.path("attachments"))
         configuration.clock = clock
+        configuration.currentDate = { [clock] in clock.date }
         configuration.syncInterval = .zero
         configuration.syncThrottleDuration = .zero
+        // No backoff unless a test asks for it: a failure then waits only for the next trigger.
+        configuration.retryBackoff = RetryBackoff(initialDelay: .zero, maximumDelay: .zero, jitter: false)
         configure(&configuration)
         self.configuration = configuration
         queue = AttachmentQueue(

@@ -142,10 +142,30 @@ struct DeciderTests {
     func scheduler() {
         let queued = (1...6).map { record("r\($0)", $0 == 4 ? .queuedDelete : .queuedUpload, at: Int64($0)) }
         let selected = TransferScheduler(maxConcurrentTransfers: 3).select(
-            queued: queued, busy: ["r1"], inFlight: 1, skipped: ["r2": .queuedUpload, "r4": .queuedUpload])
+            queued: queued, busy: ["r1"], inFlight: 1, skipped: ["r2": .queuedUpload, "r4": .queuedUpload], now: 0)
         #expect(selected.map(\.id) == ["r3", "r4"])
         #expect(
-            TransferScheduler(maxConcurrentTransfers: 2).select(queued: queued, busy: [], inFlight: 2, skipped: [:])
-                .isEmpty)
+            TransferScheduler(maxConcurrentTransfers: 2).select(
+                queued: queued, busy: [], inFlight: 2, skipped: [:], now: 0
+            ).isEmpty)
+    }
+
+    @Test("the scheduler never exceeds its bound, never picks one id twice, and waits for retry times")
+    func schedulerBoundsAndBackoff() {
+        var queued = (1...20).map { record("r\($0)", .queuedUpload, at: Int64($0)) }
+        queued[0].nextAttemptAt = 5_000
+        queued[1].nextAttemptAt = 1_000
+        queued.append(queued[5])  // the same id listed twice
+        let scheduler = TransferScheduler(maxConcurrentTransfers: 8)
+        for inFlight in 0...8 {
+            let picked = scheduler.select(queued: queued, busy: [], inFlight: inFlight, skipped: [:], now: 1_000)
+            #expect(picked.count == 8 - inFlight)
+            #expect(Set(picked.map(\.id)).count == picked.count, "one transfer per attachment")
+            #expect(!picked.contains { $0.id == "r1" }, "r1 waits until 5,000")
+        }
+        let first = scheduler.select(queued: queued, busy: [], inFlight: 0, skipped: [:], now: 1_000)
+        #expect(first.map(\.id) == ["r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9"], "oldest first, r2 due at 1,000")
+        let later = scheduler.select(queued: queued, busy: [], inFlight: 7, skipped: [:], now: 5_000)
+        #expect(later.map(\.id) == ["r1"])
     }
 }

@@ -1,0 +1,74 @@
+import Crypto
+import Foundation
+
+/// Chunked file reading, copying and hashing, so a file of any size moves with a small, fixed amount of
+/// memory. Between chunks the task yields, so a long copy never holds one of Swift's few cooperative
+/// threads for long, and cancellation is checked.
+enum FileStreaming {
+    /// The chunk size: 1 MiB.
+    static let chunkSize = 1 << 20
+
+    /// The size and SHA-256 (lowercase hex) of a file, read in chunks.
+    static func digest(of url: URL) async throws -> (size: Int64, sha256: String) {
+        let handle = try fileSystem(path: url.path) { try FileHandle(forReadingFrom: url) }
+        defer { try? handle.close() }
+        var hasher = SHA256()
+        var size: Int64 = 0
+        while true {
+            try Task.checkCancellation()
+            let chunk = try fileSystem(path: url.path) { try handle.read(upToCount: chunkSize) } ?? Data()
+            if chunk.isEmpty { break }
+            hasher.update(data: chunk)
+            size += Int64(chunk.count)
+            await Task.yield()
+        }
+        return (size, hex(hasher.finalize()))
+    }
+
+    /// Copies `source` to `destination` (created or truncated) in chunks, flushing it to disk, and returns
+    /// the size and SHA-256 of what was copied.
+    static func copy(
+        from source: URL,
+        to destination: URL,
+        progress: TransferProgressHandler? = nil
+    ) async throws -> (size: Int64, sha256: String) {
+        let total = try? FileManager.default.attributesOfItem(atPath: source.path)[.size] as? NSNumber
+        let input = try fileSystem(path: source.path) { try FileHandle(forReadingFrom: source) }
+        defer { try? input.close() }
+        try fileSystem(path: destination.path) {
+            try FileManager.default.createDirectory(
+                at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
+            guard FileManager.default.createFile(atPath: destination.path, contents: nil) else {
+                throw CocoaError(.fileWriteUnknown)
+            }
+        }
+        let output = try fileSystem(path: destination.path) { try FileHandle(forWritingTo: destination) }
+        defer { try? output.close() }
+        var hasher = SHA256()
+        var size: Int64 = 0
+        while true {
+            try Task.checkCancellation()
+            let chunk = try fileSystem(path: source.path) { try input.read(upToCount: chunkSize) } ?? Data()
+            if chunk.isEmpty { break }
+            try fileSystem(path: destination.path) { try output.write(contentsOf: chunk) }
+            hasher.update(data: chunk)
+            size += Int64(chunk.count)
+            progress?(TransferProgress(completedBytes: size, totalBytes: total?.int64Value))
+            await Task.yield()
+        }
+        try fileSystem(path: destination.path) { try output.synchronize() }
+        return (size, hex(hasher.finalize()))
+    }
+
+    /// The SHA-256 (lowercase hex) of in-memory data.
+    static func sha256(_ data: Data) -> String {
+        hex(SHA256.hash(data: data))
+    }
+
+    private static func hex(_ digest: SHA256.Digest) -> String {
+        digest.map { byte in
+            let text = String(byte, radix: 16)
+            return byte < 16 ? "0" + text : text
+        }.joined()
+    }
+}
