@@ -198,11 +198,6 @@ public final class ManualClock: Clock, Sendable {
         state.withLock { $0.now }
     }
 
-    /// The smallest step the clock can measure: `.zero`, since time only moves when advanced.
-    ///
-    /// ```swift
-    /// #expect(ManualClock().minimumResolution == .zero)
-    /// ```
     /// The calendar date this clock stands for: 2026-01-01 00:00:00 UTC plus the time advanced so far.
     ///
     /// Pass it where a component wants dates that must move with the test's time (the attachment queue's
@@ -217,6 +212,11 @@ public final class ManualClock: Clock, Sendable {
         return Date(timeIntervalSince1970: 1_767_225_600 + Double(offset.seconds) + Double(offset.attoseconds) / 1e18)
     }
 
+    /// The smallest step the clock can measure: `.zero`, since time only moves when advanced.
+    ///
+    /// ```swift
+    /// #expect(ManualClock().minimumResolution == .zero)
+    /// ```
     public var minimumResolution: Swift.Duration {
         .zero
     }
