@@ -63,12 +63,13 @@ struct AttachmentStore: Sendable {
     func insert(_ record: AttachmentRecord, in tx: SqlTransaction) throws {
         try tx.execute(
             sql: """
-                INSERT INTO \(table) (id, filename, state, timestamp, has_synced, local_uri, media_type, size, meta_data)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO \(table)
+                    (id, filename, state, timestamp, has_synced, local_uri, media_type, size, meta_data, content_hash)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             parameters: [
                 record.id, record.filename, record.state.rawValue, record.timestamp, record.hasSynced,
-                record.localPath, record.mediaType, record.size, record.metaData,
+                record.localPath, record.mediaType, record.size, record.metaData, record.contentHash,
             ]
         )
     }

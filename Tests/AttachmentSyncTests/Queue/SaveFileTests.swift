@@ -33,6 +33,8 @@ struct SaveFileTests {
         let stored = try #require(try await device.queue.attachment(id: saved.id))
         #expect(stored.metaData == #"{"room":"kitchen"}"#)
         #expect(stored.mediaType == "image/jpeg")
+        #expect(stored.contentHash == FileStreaming.sha256(bytes), "the SHA-256 is stored with the record")
+        #expect(stored.contentHash?.count == 64)
         let relative = try await device.db.get(sql: "SELECT local_uri FROM attachments") {
             try $0.getString(name: "local_uri")
         }
