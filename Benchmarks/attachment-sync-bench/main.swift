@@ -1,2 +1,47 @@
-// The benchmark executable: scenarios land with the transfer-engine issue (see Benchmarks/README.md).
-print("attachment-sync-bench: no scenarios yet")
+// The benchmark executable: see Benchmarks/README.md and `attachment-sync-bench --help`.
+import Foundation
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.first == LargeFileChild.command {
+    exit(await LargeFileChild.main(Array(arguments.dropFirst())))
+}
+
+let options: Options
+do {
+    options = try Options(arguments: arguments)
+} catch {
+    printError("attachment-sync-bench: \(error)\n\n\(Options.usage)")
+    exit(2)
+}
+if options.showHelp {
+    print(Options.usage)
+    exit(0)
+}
+
+#if DEBUG
+    printError("attachment-sync-bench: this is a debug build; build with -c release for meaningful figures")
+#endif
+
+if let load = Machine.loadAverage(), load > 0.75 * Double(ProcessInfo.processInfo.activeProcessorCount) {
+    printError(
+        String(
+            format: "attachment-sync-bench: warning: the load average is %.2f on %d cores; other processes will skew "
+                + "the figures", load, ProcessInfo.processInfo.activeProcessorCount))
+}
+
+var failures = 0
+for scenario in options.scenarios {
+    do {
+        let report = try await scenario.run(options.size)
+        printLine(
+            "\(scenario.name)  \(report.title): \(report.figures)  →  \(report.result) (\(report.target))  "
+                + report.verdict.rawValue)
+        if options.verbose {
+            for detail in report.details { printLine("      \(detail)") }
+        }
+    } catch {
+        failures += 1
+        printLine("\(scenario.name)  FAIL: \(error)")
+    }
+}
+exit(failures == 0 ? 0 : 1)

@@ -1,0 +1,85 @@
+import Foundation
+
+/// How big a run is: the full sizes of the issue, or smaller ones for a smoke run (`--quick`).
+enum RunSize: Sendable {
+    /// The sizes the targets are stated for.
+    case full
+    /// Smaller sizes, for a run of about a minute.
+    case quick
+}
+
+/// Whether a scenario met its performance target. A correctness failure is not a verdict: it is thrown
+/// as a ``BenchmarkFailure``.
+enum Verdict: String, Sendable {
+    /// The target was met.
+    case pass = "PASS"
+    /// The answer was right but the target was missed.
+    case miss = "MISS"
+}
+
+/// What one scenario measured, ready to print.
+struct ScenarioReport: Sendable {
+    /// What was measured and with which sizes, e.g. `500 uploads, 20 ms latency`.
+    var title: String
+    /// The measured figures of the project and of its baseline.
+    var figures: String
+    /// The ratio or the figure the target is about, e.g. `7.6× faster`.
+    var result: String
+    /// The target, e.g. `target ≥ 6×`.
+    var target: String
+    /// Whether the target was met.
+    var verdict: Verdict
+    /// Extra lines printed under the scenario's line with `--verbose` (set-up times, breakdowns).
+    var details: [String] = []
+}
+
+/// A scenario's correctness check failed (an attachment in the wrong state, wrong bytes, a missing file),
+/// or the scenario could not run. The benchmark then exits non-zero.
+struct BenchmarkFailure: Error, CustomStringConvertible {
+    /// What went wrong.
+    var description: String
+
+    /// A failure with the given message.
+    init(_ description: String) {
+        self.description = description
+    }
+}
+
+/// One benchmark scenario of issue 4.
+struct Scenario: Sendable {
+    /// Its short name, as given on the command line (`P1`).
+    var name: String
+    /// One line for `--help`.
+    var summary: String
+    /// Runs the project and its baseline, checks the results, and reports.
+    var run: @Sendable (RunSize) async throws -> ScenarioReport
+
+    /// Every scenario, in the order a full run runs them: P4 after the scenarios that time file writes,
+    /// since deleting its 100,000 files slows file creation on ext4 for a while (see README), and P3 last.
+    static let all: [Scenario] = [
+        Scenario(
+            name: "P1",
+            summary: "uploads to a 20 ms remote: maxConcurrentTransfers 8 vs 1 (target ≥ 6× faster)",
+            run: ConcurrentUploadsScenario.run),
+        Scenario(
+            name: "P2",
+            summary: "64 KiB saveFiles uploaded to a folder remote vs a plain write+copy loop (target ≤ 1.3×)",
+            run: FolderUploadsScenario.run),
+        Scenario(
+            name: "P5",
+            summary: "saveFile latency with 1,000 transfers in flight (target p99 < 10 ms)",
+            run: SaveLatencyScenario.run),
+        Scenario(
+            name: "P7",
+            summary: "stopSync latency with 50 transfers in flight (target < 100 ms)",
+            run: StopLatencyScenario.run),
+        Scenario(
+            name: "P4",
+            summary: "a watch emission with one change, reconciled, at 10k and 100k items (target < 100 ms)",
+            run: WatchReconcileScenario.run),
+        Scenario(
+            name: "P3",
+            summary: "peak RSS of a 1 GiB file saved, uploaded, evicted, downloaded (target < 64 MiB)",
+            run: LargeFileScenario.run),
+    ]
+}
