@@ -22,12 +22,15 @@ enum FolderUploadsScenario {
         let count = size == .full ? 2000 : 200
         let files = (0..<count).map { content(index: $0, size: fileSize) }
         var baselines: [Duration] = []
+        var durableBaselines: [Duration] = []
         var projects: [Duration] = []
         for _ in 0..<(size == .full ? 3 : 1) {
-            baselines.append(try await plainLoop(files))
+            baselines.append(try await plainLoop(files, durable: false))
             projects.append(try await queueUploads(files))
+            durableBaselines.append(try await plainLoop(files, durable: true))
         }
         let baseline = median(baselines)
+        let durable = median(durableBaselines)
         let project = median(projects)
         let ratio = project.seconds / baseline.seconds
         return ScenarioReport(
@@ -43,21 +46,32 @@ enum FolderUploadsScenario {
                     baseline.milliseconds / Double(count)),
                 "rounds: queue " + projects.map(formatDuration).joined(separator: ", ") + "; plain loop "
                     + baselines.map(formatDuration).joined(separator: ", "),
+                "for comparison, a plain loop as durable as the queue (each file and its copy flushed): "
+                    + "\(formatDuration(durable)) (rounds "
+                    + durableBaselines.map(formatDuration).joined(separator: ", ")
+                    + "); the queue takes " + formatRatio(project.seconds / durable.seconds) + " that",
             ])
     }
 
     /// The baseline: for each file, `Data.write(to:)` into one folder, then `FileManager.copyItem` into
-    /// another.
-    private static func plainLoop(_ files: [Data]) async throws -> Duration {
+    /// another. With `durable`, for comparison only: the file is written and flushed with system calls
+    /// (`Data.write(to:)` flushes on Linux, not on Apple platforms) and the copy is flushed too.
+    private static func plainLoop(_ files: [Data], durable: Bool) async throws -> Duration {
         try await withWorkFolder("p2-plain") { folder in
             let local = try folder.makeFolder("local")
             let remote = try folder.makeFolder("remote")
             let (_, elapsed) = try await measure {
                 for (index, data) in files.enumerated() {
                     let name = "\(index).bin"
-                    try data.write(to: local.appendingPathComponent(name))
-                    try FileManager.default.copyItem(
-                        at: local.appendingPathComponent(name), to: remote.appendingPathComponent(name))
+                    let source = local.appendingPathComponent(name)
+                    let copy = remote.appendingPathComponent(name)
+                    if durable {
+                        try writeDurably(data, to: source.path)
+                    } else {
+                        try data.write(to: source)
+                    }
+                    try FileManager.default.copyItem(at: source, to: copy)
+                    if durable { try flushFile(atPath: copy.path) }
                 }
             }
             for (index, data) in files.enumerated() {

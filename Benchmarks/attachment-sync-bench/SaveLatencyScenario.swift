@@ -2,14 +2,6 @@ import AttachmentSync
 import AttachmentSyncTesting
 import Foundation
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
-
 /// P5: how long one `saveFile(data:…)` takes while 1,000 slow uploads are in flight, against the same
 /// call with nothing in flight.
 ///
@@ -78,9 +70,7 @@ enum SaveLatencyScenario {
             let temporary = floor.path(".tmp-\(index)")
             let (_, floorTime) = try measureSync {
                 try writeDurably(data, to: temporary)
-                guard rename(temporary, floor.path("\(index).bin")) == 0 else {
-                    throw BenchmarkFailure("cannot rename \(temporary)")
-                }
+                try renameFile(temporary, to: floor.path("\(index).bin"))
             }
             phase.floor.append(floorTime)
             let (attachment, elapsed) = try await measure {
@@ -144,13 +134,4 @@ enum SaveLatencyScenario {
             }
         }
     }
-}
-
-/// Writes `data` to a new file at `path` and flushes it to the disk (`open`, `write`, `fsync`, `close`).
-func writeDurably(_ data: Data, to path: String) throws {
-    let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-    guard descriptor >= 0 else { throw BenchmarkFailure("cannot create \(path)") }
-    defer { close(descriptor) }
-    let written = data.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-    guard written == data.count, fsync(descriptor) == 0 else { throw BenchmarkFailure("cannot write \(path)") }
 }

@@ -180,7 +180,12 @@ extension AttachmentQueue {
         } catch {
             logError("reading the queued attachments failed", error)
         }
-        if transfers.isEmpty { resumeIdleWaiters() }
+        resumeIdleWaitersIfIdle()
+    }
+
+    /// Releases `syncNow` callers once nothing is in flight and no queue read is about to start more.
+    func resumeIdleWaitersIfIdle() {
+        if transfers.isEmpty && queuedReadsInFlight == 0 { resumeIdleWaiters() }
     }
 
     /// Starts transfers for queued attachments, oldest first, up to the concurrency bound.
@@ -199,8 +204,9 @@ extension AttachmentQueue {
         let (queued, earliestRetry) = try await db.readTransaction { tx in
             (try store.queued(limit: limit, readyAt: now, in: tx), try store.earliestRetry(after: now, in: tx))
         }
+        let fresh = queued.filter { (finishedWhileReading[$0.id] ?? Int.min) <= readStart }
         let selected = scheduler.select(
-            queued: queued.filter { (finishedWhileReading[$0.id] ?? Int.min) <= readStart },
+            queued: fresh,
             busy: Set(transfers.keys).union(reserved),
             inFlight: transfers.count,
             skipped: skippedUntilTrigger,
@@ -213,6 +219,11 @@ extension AttachmentQueue {
                 transfers.count < scheduler.maxConcurrentTransfers, !isClosed
             else { continue }
             startTransfer(record)
+        }
+        // Rows dropped as possibly stale leave this read's window short: read again rather than leave
+        // queued work with nobody to start it.
+        if fresh.count < queued.count, transfers.count < scheduler.maxConcurrentTransfers, !isClosed {
+            try await startQueuedTransfers()
         }
     }
 

@@ -57,7 +57,9 @@ extension AttachmentQueue {
         case .completed, .superseded:
             break
         case .cancelled:
-            skippedUntilTrigger[record.id] = record.state
+            // Interrupted by stopSync: wait for the next trigger, unless sync has been started again
+            // meanwhile (its first pass already ran, so nothing else would restart it).
+            if session == nil { skippedUntilTrigger[record.id] = record.state }
         case .willRetry(let error):
             skippedUntilTrigger[record.id] = record.state
             logError("\(record.state) failed; it will be retried", error, id: record.id)
@@ -71,7 +73,7 @@ extension AttachmentQueue {
                 logError("reading the queued attachments failed", error)
             }
         }
-        if transfers.isEmpty { resumeIdleWaiters() }
+        resumeIdleWaitersIfIdle()
     }
 
     /// Runs one transfer and commits its result, off the actor.

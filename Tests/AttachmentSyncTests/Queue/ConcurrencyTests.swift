@@ -105,6 +105,23 @@ struct ConcurrencyTests {
         for id in ids { #expect(try await device.state(of: id) == .synced) }
     }
 
+    @Test("syncNow returns only when every queued upload is done, at any concurrency", arguments: [1, 4, 16])
+    func syncNowWaitsForEverything(concurrency: Int) async throws {
+        let device = try QueueHarness { $0.maxConcurrentTransfers = concurrency }
+        var ids: [String] = []
+        for n in 0..<150 {
+            ids.append(
+                try await device.queue.saveFile(
+                    data: testBytes(64, seed: UInt8(n % 251)), mediaType: nil, fileExtension: "bin"
+                ).id)
+        }
+        try await device.queue.syncNow()
+        #expect(try await device.queue.attachments(in: .queuedUpload).isEmpty)
+        #expect(try await device.queue.attachments(in: .synced).count == 150)
+        #expect(try await device.memoryRemote.files.count == 150)
+        await device.close()
+    }
+
     @Test("close is idempotent and later calls throw closed")
     func closeTwice() async throws {
         let device = try QueueHarness()
