@@ -31,10 +31,7 @@ struct ConcurrencyTests {
         let device = try QueueHarness()
         defer { Task { await device.close() } }
         let remote = try device.memoryRemote
-        await remote.hold()
-        let saved = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
-        try await device.queue.startSync()
-        await remote.waitForInFlight(count: 1)
+        let saved = try await device.startStuckUpload()
 
         try await device.queue.deleteFile(attachmentId: saved.id) { _, _ in }
         #expect(try await device.state(of: saved.id) == .queuedDelete)
@@ -50,10 +47,7 @@ struct ConcurrencyTests {
         let device = try QueueHarness()
         defer { Task { await device.close() } }
         let remote = try device.memoryRemote
-        await remote.hold()
-        _ = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
-        try await device.queue.startSync()
-        await remote.waitForInFlight(count: 1)
+        _ = try await device.startStuckUpload()
 
         var saved: [String] = []
         for n in 0..<10 {
@@ -75,10 +69,7 @@ struct ConcurrencyTests {
         let device = try QueueHarness()
         defer { Task { await device.close() } }
         let remote = try device.memoryRemote
-        await remote.hold()
-        _ = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
-        try await device.queue.startSync()
-        await remote.waitForInFlight(count: 1)
+        _ = try await device.startStuckUpload()
         try await withDeadline(seconds: 10, "stopSync to return") { await device.queue.stopSync() }
         try await waitUntil("the stuck call to be cancelled") { await remote.inFlightCount == 0 }
     }

@@ -165,10 +165,7 @@ struct FailureTests {
         let device = try QueueHarness(errorHandler: handler)
         defer { Task { await device.close() } }
         let remote = try device.memoryRemote
-        await remote.hold()
-        let saved = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
-        try await device.queue.startSync()
-        await remote.waitForInFlight(count: 1)
+        let saved = try await device.startStuckUpload()
 
         await device.queue.stopSync()
         try await waitUntil("the interrupted call to end") { await remote.inFlightCount == 0 }

@@ -107,6 +107,17 @@ final class QueueHarness: Sendable {
         }
     }
 
+    /// Holds the in-memory remote, saves a file and starts sync, returning once that upload is stuck in
+    /// flight.
+    func startStuckUpload() async throws -> AttachmentSync.Attachment {
+        let remote = try memoryRemote
+        await remote.hold()
+        let saved = try await queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
+        try await queue.startSync()
+        await remote.waitForInFlight(count: 1)
+        return saved
+    }
+
     func addChecklist(_ id: String, photo: String?) async throws {
         try await db.execute(
             sql: "INSERT INTO checklists (id, description, completed, photo_id) VALUES (?, ?, 0, ?)",

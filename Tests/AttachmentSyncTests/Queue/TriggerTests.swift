@@ -109,10 +109,7 @@ struct TriggerTests {
         let device = try QueueHarness()
         defer { Task { await device.close() } }
         let remote = try device.memoryRemote
-        await remote.hold()
-        let saved = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
-        try await device.queue.startSync()
-        await remote.waitForInFlight(count: 1)
+        let saved = try await device.startStuckUpload()
         let sync = Task { try await device.queue.syncNow() }
         for n in 0..<5 {
             try await device.addChecklist("noise\(n)", photo: nil)
