@@ -175,7 +175,7 @@ extension AttachmentQueue {
         let store = store
         let directory = attachmentsDirectory
         let timestamp = timestamps.next()
-        return try await db.writeTransaction { tx in
+        let attachment = try await db.writeTransaction { tx in
             if try store.record(id: record.id, in: tx) != nil {
                 throw AttachmentError(
                     code: .alreadyExists,
@@ -189,6 +189,8 @@ extension AttachmentQueue {
             try updateHook(tx, attachment)
             return attachment
         }
+        changedSinceReconcile.insert(record.id)
+        return attachment
     }
 
     /// Deletes an attachment: its record moves to ``AttachmentState/queuedDelete`` and `updateHook` runs in
@@ -225,6 +227,7 @@ extension AttachmentQueue {
             try updateHook(tx, record.attachment(in: directory))
             return record
         }
+        changedSinceReconcile.insert(attachmentId)
         // An upload or download of the old state is pointless now; the delete starts once it has stopped.
         // Only that transfer is cancelled: the delete itself may already be running (the commit triggered
         // a pass while this call waited for it), and it must go on.
@@ -259,6 +262,8 @@ extension AttachmentQueue {
             try tx.execute(sql: "DELETE FROM \(store.table)", parameters: [])
             return records
         }
+        reconciledWatch = nil
+        tableClears += 1
         for relative in records.compactMap(\.localPath) {
             try await localStorage.deleteFile(filePath: localPath(relative))
         }

@@ -96,17 +96,39 @@ extension AttachmentQueue {
     /// Brings the attachments table in line with one emission of the app's watched attachments, in one
     /// transaction; then cancels downloads of archived attachments and triggers a pass.
     ///
+    /// The first emission (of a sync, or after a failure) is compared with the whole table. Each later one
+    /// only with the records of ids that joined or left the watch since the previous emission, or whose
+    /// records the queue changed meanwhile: every other id was reconciled before and neither its row nor
+    /// its record has moved, so the decision for it cannot have changed. That keeps an emission of 100,000
+    /// items with one change to a few milliseconds of work instead of a read of the whole table.
+    ///
     /// - Parameter changedSince: When given, records changed at or after this timestamp are not archived.
     func reconcile(_ items: [WatchedAttachmentItem], keepingRecordsChangedSince changedSince: Int64? = nil) async {
+        let previous = reconciledWatch
+        let clears = tableClears
+        reconciledWatch = nil  // until this emission is reconciled: a failure makes the next one read all
         do {
             try await waitForInit()
+            let current = items.map(\.id)
+            let scope = Reconciler.Scope(previous: previous, current: current, changed: changedSinceReconcile)
+            // Noted changes committed from here on stay noted for the next emission.
+            changedSinceReconcile.removeAll()
+            guard !scope.isEmpty else {
+                if clears == tableClears { reconciledWatch = current }
+                return
+            }
             let store = store
             let reconciler = reconciler
             let timestamps = timestamps
+            let scopedItems = scope.items(of: items)
             @Sendable func decide(_ tx: SqlTransaction) throws -> Reconciler.Decision {
-                let records = try store.records(in: tx)
+                let records =
+                    switch scope {
+                    case .everything: try store.records(in: tx)
+                    case .ids(let ids): try store.records(ids: ids, in: tx)
+                    }
                 var decision = reconciler.reconcile(
-                    items: items,
+                    items: scopedItems,
                     records: Dictionary(records.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
                 )
                 if let changedSince {
@@ -152,6 +174,7 @@ extension AttachmentQueue {
                     transfer.task.cancel()
                 }
             }
+            if clears == tableClears { reconciledWatch = current }
             if !decision.isEmpty {
                 logger.debug(
                     "reconciled watched attachments",
@@ -255,6 +278,7 @@ extension AttachmentQueue {
                 try store.delete(id: record.id, ifState: .archived, in: tx)
             }
             guard deleted else { continue }
+            changedSinceReconcile.insert(record.id)
             evicted += 1
             if let relative = record.localPath {
                 try await localStorage.deleteFile(filePath: localPath(relative))

@@ -51,6 +51,7 @@ extension AttachmentQueue {
     /// (while syncing or during `syncNow`), and idle waiters are released when nothing is left in flight.
     func transferFinished(_ record: AttachmentRecord, outcome: TransferOutcome) async {
         transfers[record.id] = nil
+        changedSinceReconcile.insert(record.id)
         finishedTransferCount += 1
         if queuedReadsInFlight > 0 { finishedWhileReading[record.id] = finishedTransferCount }
         switch outcome {
@@ -68,7 +69,9 @@ extension AttachmentQueue {
         }
         if !isClosed, session != nil || manualRounds > 0 {
             do {
-                try await startQueuedTransfers()
+                // In a task of its own: this transfer's task may have been cancelled (by stopSync, before
+                // sync was started again), and a cancelled task's database reads fail at once.
+                try await Task { try await self.startQueuedTransfers() }.value
             } catch {
                 logError("reading the queued attachments failed", error)
             }

@@ -85,6 +85,16 @@ public actor AttachmentQueue {
     /// The archive trim in progress: trims run one at a time, so `expireCache` returns only once every
     /// eviction it asked for has happened, files included.
     var archiveTrim: Task<Void, any Error>?
+    /// The ids of the watch's previous emission, once it has been reconciled: the next emission is then
+    /// reconciled against it, looking only at ids that came, went or were changed by the queue (see
+    /// `reconcile`). `nil` makes the next emission read the whole table.
+    var reconciledWatch: [String]?
+    /// Ids whose records the queue has changed or deleted since the last reconcile read them, noted after
+    /// each commit: a change the watch cannot see (an upload of an attachment no row refers to finishing,
+    /// a record going away) still reaches the next reconcile.
+    var changedSinceReconcile: Set<String> = []
+    /// Counts `clearQueue` calls: a reconcile that overlapped one must not leave a baseline behind.
+    var tableClears = 0
 
     struct SyncSession {
         var tasks: [Task<Void, Never>]

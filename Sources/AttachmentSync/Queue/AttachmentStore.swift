@@ -27,6 +27,21 @@ struct AttachmentStore: Sendable {
         ) { try AttachmentRecord(cursor: $0) }
     }
 
+    /// The records of `ids` that exist, oldest first; read in batches to stay under SQLite's limit on
+    /// query parameters.
+    func records(ids: Set<String>, in tx: SqlTransaction) throws -> [AttachmentRecord] {
+        var records: [AttachmentRecord] = []
+        let ids = Array(ids)
+        let batchSize = 500
+        for start in stride(from: 0, to: ids.count, by: batchSize) {
+            let batch = ids[start..<min(start + batchSize, ids.count)]
+            let placeholders = Array(repeating: "?", count: batch.count).joined(separator: ", ")
+            records += try self.records(
+                in: tx, where: "id IN (\(placeholders))", parameters: batch.map { $0 as (any SqlValueConvertible)? })
+        }
+        return records.sorted { ($0.timestamp, $0.id) < ($1.timestamp, $1.id) }
+    }
+
     /// Records waiting for a transfer whose retry time (if any) has come by `now` (milliseconds since
     /// 1970), oldest first; at most `limit` of them.
     func queued(limit: Int, readyAt now: Int64, in tx: SqlTransaction) throws -> [AttachmentRecord] {

@@ -28,7 +28,66 @@ struct Reconciler: Sendable {
         }
     }
 
-    /// Compares `items` (one emission of the app's watch) with `records` (the whole table).
+    /// Which records an emission of the watch has to be compared with.
+    enum Scope: Equatable, Sendable {
+        /// The whole table: nothing is known about the previous emission.
+        case everything
+        /// Only these ids: they joined or left the watch since the previous emission, or their records
+        /// changed since it was reconciled. The decision for any other id would be the same as last time.
+        case ids(Set<String>)
+
+        /// The scope of emission `current` after `previous` (`nil` when there was none, or it was not
+        /// reconciled), given the ids whose records changed since.
+        ///
+        /// Emissions of one query mostly come in the same order, so the ids that joined or left are found
+        /// between the longest common prefix and suffix of the two lists: comparing strings in order is
+        /// far cheaper than hashing 100,000 of them into sets. When that middle part is large (rows
+        /// reordered), the exact set difference is taken instead.
+        init(previous: [String]?, current: [String], changed: Set<String>, middleLimit: Int = Self.middleLimit) {
+            guard let previous else {
+                self = .everything
+                return
+            }
+            var start = 0
+            while start < previous.count, start < current.count, previous[start] == current[start] { start += 1 }
+            var previousEnd = previous.count
+            var currentEnd = current.count
+            while previousEnd > start, currentEnd > start, previous[previousEnd - 1] == current[currentEnd - 1] {
+                previousEnd -= 1
+                currentEnd -= 1
+            }
+            // Every id that joined is in the current list's middle part, and every id that left in the
+            // previous list's: outside them both lists hold the same ids.
+            var ids = changed
+            if (previousEnd - start) + (currentEnd - start) <= middleLimit {
+                ids.formUnion(previous[start..<previousEnd])
+                ids.formUnion(current[start..<currentEnd])
+            } else {
+                let previousSet = Set(previous[start..<previousEnd])
+                let currentSet = Set(current[start..<currentEnd])
+                ids.formUnion(currentSet.subtracting(previousSet))
+                ids.formUnion(previousSet.subtracting(currentSet))
+            }
+            self = .ids(ids)
+        }
+
+        /// Above this many ids in the differing middle parts, the exact difference is computed.
+        static let middleLimit = 4096
+
+        /// Whether there is nothing to compare.
+        var isEmpty: Bool { self == .ids([]) }
+
+        /// The items of `items` in scope, in order.
+        func items(of items: [WatchedAttachmentItem]) -> [WatchedAttachmentItem] {
+            switch self {
+            case .everything: items
+            case .ids(let ids): items.filter { ids.contains($0.id) }
+            }
+        }
+    }
+
+    /// Compares `items` (one emission of the app's watch) with `records` (the whole table, or every record
+    /// of a ``Scope``'s ids with the items of those ids).
     ///
     /// - A new id becomes a `queuedDownload` record (named by the item's filename, else `<id>.<ext>`, with
     ///   its media type and metadata), unless downloads are off.
@@ -63,8 +122,10 @@ struct Reconciler: Sendable {
                 decision.requeues.append(requeued)
             }
         }
-        for record in records.values.sorted(by: { ($0.timestamp, $0.id) < ($1.timestamp, $1.id) })
-        where !watched.contains(record.id) && (record.state == .synced || record.state == .queuedDownload) {
+        let unwatched = records.values.filter {
+            !watched.contains($0.id) && ($0.state == .synced || $0.state == .queuedDownload)
+        }
+        for record in unwatched.sorted(by: { ($0.timestamp, $0.id) < ($1.timestamp, $1.id) }) {
             decision.archives.append((record.id, record.state))
         }
         return decision

@@ -26,8 +26,7 @@ public struct FileManagerStorageAdapter: LocalStorageAdapter {
         }
         let temporary = folder.appendingPathComponent(FileName.uniqueTemporaryName())
         do {
-            try fileSystem(path: temporary.path) { try data.write(to: temporary) }
-            try Self.synchronize(path: temporary.path)
+            try FileStreaming.writeDurably(data, to: temporary)
             try Self.rename(from: temporary.path, to: target.path)
         } catch {
             try? FileManager.default.removeItem(at: temporary)

@@ -277,3 +277,75 @@ struct TransferEngineTests {
         await device.close()
     }
 }
+
+/// A remote whose first upload notices cancellation only once the test opens a gate, like a network call
+/// that takes a while to wind down; later uploads go straight to the in-memory remote.
+final class SlowToCancelRemote: RemoteStorageAdapter {
+    let inner = InMemoryRemoteStorage()
+    private let calls = Mutex(0)
+    private let gate: AsyncStream<Void>
+    private let opener: AsyncStream<Void>.Continuation
+    private let entered: AsyncStream<Void>
+    private let enteredSignal: AsyncStream<Void>.Continuation
+
+    init() {
+        (gate, opener) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        (entered, enteredSignal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    }
+
+    var uploadCalls: Int { calls.withLock { $0 } }
+
+    func uploadFile(data: Data, attachment: AttachmentSync.Attachment) async throws {
+        let call = calls.withLock { count in
+            count += 1
+            return count
+        }
+        if call == 1 {
+            enteredSignal.yield()
+            // Not cancellable: waits for the gate whatever happens to the task, then reports cancellation.
+            await Task { [gate] in for await _ in gate { return } }.value
+            try Task.checkCancellation()
+        }
+        try await inner.uploadFile(data: data, attachment: attachment)
+    }
+    func downloadFile(attachment: AttachmentSync.Attachment) async throws -> Data {
+        try await inner.downloadFile(attachment: attachment)
+    }
+    func deleteFile(attachment: AttachmentSync.Attachment) async throws {
+        try await inner.deleteFile(attachment: attachment)
+    }
+
+    /// Returns once the first upload is in flight.
+    func waitForFirstUpload() async {
+        for await _ in entered { return }
+    }
+
+    func openGate() { opener.yield() }
+}
+
+@Suite("Transfer engine: stop and restart")
+struct StopRestartTests {
+    @Test("a transfer interrupted by stopSync restarts when sync starts again before it has wound down")
+    func restartAfterSlowCancellation() async throws {
+        let remote = SlowToCancelRemote()
+        // After each pass the loop waits one throttle period on the manual clock, which is never advanced:
+        // one pass per sync, and a sleeping loop says that pass is over.
+        let device = try QueueHarness(remote: remote) { $0.syncThrottleDuration = .seconds(1) }
+        defer { Task { await device.close() } }
+        let saved = try await device.queue.saveFile(data: testBytes(300), mediaType: nil, fileExtension: "jpg")
+        try await device.queue.startSync()
+        await remote.waitForFirstUpload()
+
+        await device.queue.stopSync()
+        try await waitUntil("the stopped loop to stop sleeping") { device.clock.sleeperCount == 0 }
+        try await device.queue.startSync()
+        await device.clock.waitForSleepers(count: 1)
+        // The interrupted upload ends only now, after the new sync's only pass: nothing but the end of the
+        // interrupted transfer itself can start it again.
+        remote.openGate()
+
+        try await device.waitForState(saved.id, .synced, seconds: 10)
+        #expect(remote.uploadCalls == 2)
+        #expect(await remote.inner.file(named: "\(saved.id).jpg") == testBytes(300))
+    }
+}
