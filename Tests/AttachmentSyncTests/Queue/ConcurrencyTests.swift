@@ -4,12 +4,11 @@ import Testing
 
 @testable import AttachmentSync
 
-@Suite("Results committed per attachment, conditionally")
+@Suite("Results committed per attachment, conditionally", .cleansUp)
 struct ConcurrencyTests {
     @Test("a download that finishes after its attachment was archived does not mark it synced or leave its file")
     func downloadAfterArchive() async throws {
         let device = try QueueHarness(watch: true)
-        defer { Task { await device.close() } }
         let remote = try device.memoryRemote
         await remote.setFile(testBytes(10), named: "p1.jpg")
         await remote.hold()
@@ -29,7 +28,6 @@ struct ConcurrencyTests {
     @Test("deleteFile during an upload wins: the record is not marked synced and the remote copy is deleted")
     func deleteDuringUpload() async throws {
         let device = try QueueHarness()
-        defer { Task { await device.close() } }
         let remote = try device.memoryRemote
         let saved = try await device.startStuckUpload()
 
@@ -45,7 +43,6 @@ struct ConcurrencyTests {
     @Test("saveFile completes while transfers are stuck in flight")
     func saveIsNotBlockedByTransfers() async throws {
         let device = try QueueHarness()
-        defer { Task { await device.close() } }
         let remote = try device.memoryRemote
         _ = try await device.startStuckUpload()
 
@@ -67,7 +64,6 @@ struct ConcurrencyTests {
     @Test("stopSync returns while a transfer is stuck, and interrupts it")
     func stopSyncIsPrompt() async throws {
         let device = try QueueHarness()
-        defer { Task { await device.close() } }
         let remote = try device.memoryRemote
         _ = try await device.startStuckUpload()
         try await withDeadline(seconds: 10, "stopSync to return") { await device.queue.stopSync() }
@@ -77,7 +73,6 @@ struct ConcurrencyTests {
     @Test("transfers run in parallel up to maxConcurrentTransfers, oldest first")
     func boundedParallelism() async throws {
         let device = try QueueHarness { $0.maxConcurrentTransfers = 3 }
-        defer { Task { await device.close() } }
         let remote = try device.memoryRemote
         var ids: [String] = []
         for n in 0..<7 {

@@ -4,12 +4,11 @@ import Testing
 
 @testable import AttachmentSync
 
-@Suite("deleteFile")
+@Suite("deleteFile", .cleansUp)
 struct DeleteFileTests {
     @Test("removes the local file, queues the delete with the hook in the same transaction, then deletes remotely")
     func deletesLocallyThenRemotely() async throws {
         let device = try QueueHarness()
-        defer { Task { await device.close() } }
         try await device.addChecklist("c1", photo: nil)
         let saved = try await device.queue.saveFile(data: testBytes(500), mediaType: "image/jpeg", fileExtension: "jpg")
         {
@@ -42,7 +41,6 @@ struct DeleteFileTests {
     @Test("a missing id is a typed error")
     func missingId() async throws {
         let device = try QueueHarness()
-        defer { Task { await device.close() } }
         let error = await #expect(throws: AttachmentError.self) {
             try await device.queue.deleteFile(attachmentId: "nope") { _, _ in }
         }
@@ -54,7 +52,6 @@ struct DeleteFileTests {
     func hookFailure() async throws {
         struct HookFailure: Error {}
         let device = try QueueHarness()
-        defer { Task { await device.close() } }
         let saved = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
         try await device.queue.syncNow()
         await #expect(throws: HookFailure.self) {
@@ -67,7 +64,6 @@ struct DeleteFileTests {
     @Test("a failing remote delete keeps the record queued, so the remote copy is never orphaned")
     func failingRemoteDeleteKeepsTheRecord() async throws {
         let device = try QueueHarness()
-        defer { Task { await device.close() } }
         let remote = try device.memoryRemote
         let saved = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
         try await device.queue.syncNow()

@@ -4,12 +4,11 @@ import Testing
 
 @testable import AttachmentSync
 
-@Suite("Watched attachments: download, archive, restore, evict")
+@Suite("Watched attachments: download, archive, restore, evict", .cleansUp)
 struct DownloadAndArchiveTests {
     @Test("a watched id not in the table is queued, downloaded and synced with the bytes on disk")
     func downloadsNewWatchedItems() async throws {
         let device = try QueueHarness(watch: true)
-        defer { Task { await device.close() } }
         let remote = try device.memoryRemote
         await remote.setFile(testBytes(5000, seed: 9), named: "p1.jpg")
 
@@ -41,7 +40,7 @@ struct DownloadAndArchiveTests {
                     mediaType: "application/pdf")
             }
         }
-        defer { Task { await queue.close() } }
+        TestCleanup.add { await queue.close() }
         try await db.execute(sql: "INSERT INTO checklists (id, photo_id) VALUES ('c1', 'doc-1')")
         try await queue.startSync()
         let states = try db.watch(sql: "SELECT state FROM attachments WHERE id = 'doc-1'") {
@@ -61,7 +60,6 @@ struct DownloadAndArchiveTests {
     @Test("with downloadAttachments off, nothing is downloaded")
     func downloadsOff() async throws {
         let device = try QueueHarness(watch: true) { $0.downloadAttachments = false }
-        defer { Task { await device.close() } }
         let remote = try device.memoryRemote
         await remote.setFile(testBytes(10), named: "p1.jpg")
         try await device.addChecklist("c1", photo: "p1")
@@ -75,7 +73,6 @@ struct DownloadAndArchiveTests {
     @Test("an unwatched synced file is archived and kept; watched again, it is restored without a download")
     func archiveAndRestore() async throws {
         let device = try QueueHarness(watch: true)
-        defer { Task { await device.close() } }
         let remote = try device.memoryRemote
         await remote.setFile(testBytes(100), named: "p1.jpg")
         try await device.queue.startSync()
@@ -95,7 +92,6 @@ struct DownloadAndArchiveTests {
     @Test("archived files beyond the cache limit are evicted oldest first; remote copies stay")
     func evictsOldestArchived() async throws {
         let device = try QueueHarness(watch: true) { $0.archivedCacheLimit = 2 }
-        defer { Task { await device.close() } }
         let remote = try device.memoryRemote
         for n in 1...4 { await remote.setFile(testBytes(10, seed: UInt8(n)), named: "p\(n).jpg") }
         try await device.queue.startSync()
@@ -120,7 +116,6 @@ struct DownloadAndArchiveTests {
     @Test("an evicted attachment watched again is downloaded again")
     func evictedComesBack() async throws {
         let device = try QueueHarness(watch: true) { $0.archivedCacheLimit = 0 }
-        defer { Task { await device.close() } }
         let remote = try device.memoryRemote
         await remote.setFile(testBytes(10), named: "p1.jpg")
         try await device.queue.startSync()

@@ -60,13 +60,12 @@ final class FlakyLocalStorage: LocalStorageAdapter {
     func listDirectory(path: String) async throws -> [String] { try await base.listDirectory(path: path) }
 }
 
-@Suite("Transfer failures")
+@Suite("Transfer failures", .cleansUp)
 struct FailureTests {
     @Test("a handler returning false archives the attachment")
     func handlerArchives() async throws {
         let handler = RecordingErrorHandler(retry: false)
         let device = try QueueHarness(errorHandler: handler)
-        defer { Task { await device.close() } }
         try await device.memoryRemote.setAlwaysFailing(.upload, with: InjectedFailure("rejected"))
         let saved = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
         try await device.queue.syncNow()
@@ -79,7 +78,6 @@ struct FailureTests {
     func handlerRetries() async throws {
         let handler = RecordingErrorHandler(retry: true)
         let device = try QueueHarness(watch: true, errorHandler: handler)
-        defer { Task { await device.close() } }
         let remote = try device.memoryRemote
         await remote.setFile(testBytes(10), named: "p1.jpg")
         await remote.failNext(.download, count: 1, with: InjectedFailure("flaky"))
@@ -96,7 +94,6 @@ struct FailureTests {
     @Test("without a handler a failure is retried at the next trigger, not in a loop")
     func noHandlerRetriesAtNextTrigger() async throws {
         let device = try QueueHarness()
-        defer { Task { await device.close() } }
         let remote = try device.memoryRemote
         await remote.failNext(.upload, count: 2, with: InMemoryRemoteStorage.offlineError)
         let saved = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
@@ -113,7 +110,6 @@ struct FailureTests {
     @Test("a failing disk fails that download only; the loop keeps running and later succeeds")
     func loopSurvivesDiskErrors() async throws {
         let device = try QueueHarness(watch: true, localStorage: FlakyLocalStorage(failures: 1))
-        defer { Task { await device.close() } }
         let remote = try device.memoryRemote
         await remote.setFile(testBytes(10, seed: 1), named: "p1.jpg")
         await remote.setFile(testBytes(10, seed: 2), named: "p2.jpg")
@@ -148,7 +144,7 @@ struct FailureTests {
             if attempt == 1 { throw InjectedFailure("watch unavailable") }
             return try QueueHarness.watchPhotos(db)()
         }
-        defer { Task { await queue.close() } }
+        TestCleanup.add { await queue.close() }
         try await db.execute(sql: "INSERT INTO checklists (id, photo_id) VALUES ('c1', 'p1')")
         try await queue.startSync()
         await clock.waitForSleepers(count: 1)  // the pause before the retry
@@ -163,7 +159,6 @@ struct FailureTests {
     func cancellationIsNotAnError() async throws {
         let handler = RecordingErrorHandler(retry: false)
         let device = try QueueHarness(errorHandler: handler)
-        defer { Task { await device.close() } }
         let remote = try device.memoryRemote
         let saved = try await device.startStuckUpload()
 

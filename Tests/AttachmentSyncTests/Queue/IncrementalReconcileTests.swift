@@ -6,7 +6,7 @@ import Testing
 
 /// Reconciling only the ids that joined, left or changed (after the first emission) must decide exactly
 /// what comparing the whole table would.
-@Suite("Incremental reconcile")
+@Suite("Incremental reconcile", .cleansUp)
 struct IncrementalReconcileTests {
     @Test("the scope is everything without a previous emission, else joined, left and changed ids")
     func scope() {
@@ -71,7 +71,6 @@ struct IncrementalReconcileTests {
     @Test("an upload no row refers to is archived at the next emission, even one about other rows")
     func unreferencedUploadArchivedOnLaterEmission() async throws {
         let device = try QueueHarness(watch: true)
-        defer { Task { await device.close() } }
         let remote = try device.memoryRemote
         await remote.hold()
         try await device.queue.startSync()
@@ -96,7 +95,6 @@ struct IncrementalReconcileTests {
     @Test("a watched attachment archived by the error handler is queued again at the next emission")
     func archivedByHandlerIsRequeued() async throws {
         let device = try QueueHarness(watch: true, errorHandler: GiveUpOnDownloads())
-        defer { Task { await device.close() } }
         let remote = try device.memoryRemote
         try await device.queue.startSync()
         try await device.addChecklist("c1", photo: "p1")
@@ -113,7 +111,6 @@ struct IncrementalReconcileTests {
     @Test("clearQueue makes the next emission compare the whole table")
     func clearQueueResetsTheBaseline() async throws {
         let device = try QueueHarness(watch: true)
-        defer { Task { await device.close() } }
         let remote = try device.memoryRemote
         await remote.setFile(testBytes(20), named: "p1.jpg")
         try await device.queue.startSync()
@@ -136,7 +133,6 @@ struct IncrementalReconcileTests {
             $0.downloadAttachments = false
             $0.archivedCacheLimit = 5000  // no eviction: the archived records are counted below
         }
-        defer { Task { await device.close() } }
         // 1,200 synced records, each referred to by a row, and one record no row refers to.
         try await device.db.writeTransaction { tx in
             let insert = "INSERT INTO attachments (id, filename, state, timestamp, has_synced) VALUES (?, ?, 3, ?, 1)"

@@ -69,6 +69,7 @@ final class QueueHarness: Sendable {
             localStorage: localStorage,
             errorHandler: errorHandler
         )
+        TestCleanup.add { [self] in await self.close() }
     }
 
     var memoryRemote: InMemoryRemoteStorage {

@@ -5,12 +5,11 @@ import Testing
 @testable import AttachmentSync
 
 /// The reference implementation's known bugs, each fixed here and pinned by a test.
-@Suite("Reference implementation bugs, fixed")
+@Suite("Reference implementation bugs, fixed", .cleansUp)
 struct ReferenceBugTests {
     @Test("saveFile persists metaData")
     func metaDataPersisted() async throws {
         let device = try QueueHarness()
-        defer { Task { await device.close() } }
         let saved = try await device.queue.saveFile(
             data: Data("x".utf8), mediaType: "text/plain", fileExtension: "txt", metaData: #"{"k":1}"#)
         let stored = try await device.db.get(
@@ -34,7 +33,6 @@ struct ReferenceBugTests {
     @Test("syncInterval 0 disables the periodic sync instead of spinning")
     func zeroIntervalDoesNotSpin() async throws {
         let device = try QueueHarness { $0.syncInterval = .zero }
-        defer { Task { await device.close() } }
         let remote = try device.memoryRemote
         await remote.setAlwaysFailing(with: InMemoryRemoteStorage.offlineError)
         _ = try await device.queue.saveFile(data: Data("x".utf8), mediaType: nil, fileExtension: "txt")
@@ -61,7 +59,6 @@ struct ReferenceBugTests {
     func deleteKeepsRecordUntilRemoteDelete() async throws {
         let handler = RecordingErrorHandler(retry: true)
         let device = try QueueHarness(errorHandler: handler)
-        defer { Task { await device.close() } }
         let remote = try device.memoryRemote
         let saved = try await device.queue.saveFile(data: Data("x".utf8), mediaType: nil, fileExtension: "txt")
         try await device.queue.syncNow()
@@ -78,7 +75,6 @@ struct ReferenceBugTests {
     @Test("the sync loop survives an error in a pass")
     func loopSurvivesPassErrors() async throws {
         let device = try QueueHarness()
-        defer { Task { await device.close() } }
         try await device.queue.startSync()
         // A corrupt queued row (a timestamp that is not a number) makes every read of the queued records
         // fail until it is repaired.
@@ -92,7 +88,7 @@ struct ReferenceBugTests {
     }
 }
 
-@Suite("Reconciler and scheduler (pure)")
+@Suite("Reconciler and scheduler (pure, .cleansUp)")
 struct DeciderTests {
     func record(_ id: String, _ state: AttachmentState, local: Bool = true, at timestamp: Int64 = 1) -> AttachmentRecord
     {

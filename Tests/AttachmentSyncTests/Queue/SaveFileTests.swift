@@ -4,12 +4,11 @@ import Testing
 
 @testable import AttachmentSync
 
-@Suite("saveFile and upload")
+@Suite("saveFile and upload", .cleansUp)
 struct SaveFileTests {
     @Test("saveFile writes the file, records queuedUpload with the metadata, runs the hook; upload syncs it")
     func saveThenUpload() async throws {
         let device = try QueueHarness()
-        defer { Task { await device.close() } }
         try await device.addChecklist("c1", photo: nil)
         let bytes = testBytes(70_000)
 
@@ -54,7 +53,6 @@ struct SaveFileTests {
     func hookFailureLeavesNothing() async throws {
         struct HookFailure: Error {}
         let device = try QueueHarness()
-        defer { Task { await device.close() } }
         try await device.addChecklist("c1", photo: nil)
 
         await #expect(throws: HookFailure.self) {
@@ -78,7 +76,6 @@ struct SaveFileTests {
     @Test("an explicit id is used; a taken id is a typed error that keeps the first file")
     func explicitAndDuplicateIds() async throws {
         let device = try QueueHarness()
-        defer { Task { await device.close() } }
         let first = try await device.queue.saveFile(
             data: testBytes(10, seed: 1), mediaType: nil, fileExtension: "pdf", id: "invoice-7")
         #expect(first.id == "invoice-7")
@@ -95,7 +92,6 @@ struct SaveFileTests {
     @Test("a generated id is a lowercase UUID and an extension's leading dot is dropped")
     func generatedIds() async throws {
         let device = try QueueHarness()
-        defer { Task { await device.close() } }
         let saved = try await device.queue.saveFile(
             data: Data("x".utf8), mediaType: "text/plain", fileExtension: ".txt")
         #expect(UUID(uuidString: saved.id) != nil)
@@ -106,7 +102,6 @@ struct SaveFileTests {
     @Test("an empty file round-trips")
     func emptyFile() async throws {
         let device = try QueueHarness()
-        defer { Task { await device.close() } }
         let saved = try await device.queue.saveFile(data: Data(), mediaType: nil, fileExtension: "bin")
         try await device.queue.syncNow()
         #expect(try await device.state(of: saved.id) == .synced)

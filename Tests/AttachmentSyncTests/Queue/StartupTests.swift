@@ -4,7 +4,7 @@ import Testing
 
 @testable import AttachmentSync
 
-@Suite("Startup verification")
+@Suite("Startup verification", .cleansUp)
 struct StartupTests {
     /// Makes a device with one synced attachment (downloaded) and one upload that never ran, then closes it.
     func preparedFolder() async throws -> (TemporaryDirectory, InMemoryRemoteStorage, uploadId: String) {
@@ -29,7 +29,6 @@ struct StartupTests {
         try FileManager.default.removeItem(at: attachments.appendingPathComponent("\(uploadId).jpg"))
 
         let device = try QueueHarness(watch: true, folder: folder, remote: remote)
-        defer { Task { await device.close() } }
         try await device.queue.waitForInit()
         #expect(try await device.state(of: "p1") == .queuedDownload)
         #expect(try await device.state(of: uploadId) == .archived)
@@ -55,7 +54,6 @@ struct StartupTests {
             at: attachments.appendingPathComponent("albums"), withIntermediateDirectories: true)
 
         let device = try QueueHarness(watch: true, folder: folder, remote: remote)
-        defer { Task { await device.close() } }
         try await device.queue.waitForInit()
 
         #expect(try device.filesOnDisk() == Set(["p1.jpg", "\(uploadId).jpg", "albums"] + foreign))
@@ -70,7 +68,6 @@ struct StartupTests {
             to: attachments.appendingPathComponent(".attachment-sync-save-\(uploadId).jpg"))
 
         let device = try QueueHarness(watch: true, folder: folder, remote: remote)
-        defer { Task { await device.close() } }
         try await device.queue.syncNow()
         #expect(try await device.state(of: uploadId) == .synced)
         #expect(await remote.file(named: "\(uploadId).jpg") == testBytes(10, seed: 2))
@@ -86,7 +83,6 @@ struct StartupTests {
         try await db.close()
 
         let device = try QueueHarness(watch: true, folder: folder, remote: remote)
-        defer { Task { await device.close() } }
         try await device.queue.waitForInit()
         let stored = try await device.db.get(sql: "SELECT local_uri FROM attachments WHERE id = 'p1'") {
             try $0.getString(name: "local_uri")
@@ -108,7 +104,7 @@ struct StartupTests {
     }
 }
 
-@Suite("Names that reach the file system")
+@Suite("Names that reach the file system", .cleansUp)
 struct ValidationTests {
     static let badNames = [
         "../evil", "a/b", "a\\b", "..", ".", "", "nul\u{0}byte", "line\nbreak", String(repeating: "x", count: 201),
@@ -117,7 +113,6 @@ struct ValidationTests {
     @Test("a bad id or extension is a typed error and nothing is written anywhere", arguments: badNames)
     func badIdsAndExtensions(name: String) async throws {
         let device = try QueueHarness()
-        defer { Task { await device.close() } }
         try await device.queue.waitForInit()
         let before = try FileManager.default.contentsOfDirectory(atPath: device.folder.path)
 
@@ -141,7 +136,6 @@ struct ValidationTests {
     @Test("a watched item with a bad id or filename is skipped; the others are downloaded")
     func badWatchedItems() async throws {
         let device = try QueueHarness(watch: true)
-        defer { Task { await device.close() } }
         let remote = try device.memoryRemote
         await remote.setFile(testBytes(10), named: "good.jpg")
         try await device.addChecklist("c1", photo: "../../etc/passwd")
@@ -172,7 +166,6 @@ struct ValidationTests {
     @Test("subdirectories are created inside the attachments directory")
     func createsSubdirectories() async throws {
         let device = try QueueHarness { $0.subdirectories = ["thumbnails", "originals"] }
-        defer { Task { await device.close() } }
         try await device.queue.waitForInit()
         #expect(try device.filesOnDisk() == ["thumbnails", "originals"])
     }

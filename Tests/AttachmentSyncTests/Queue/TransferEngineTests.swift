@@ -57,7 +57,7 @@ extension QueueHarness {
     var nowMilliseconds: Int64 { Int64((clock.date.timeIntervalSince1970 * 1000).rounded(.down)) }
 }
 
-@Suite("Transfer engine: backoff, attempts, streaming, integrity")
+@Suite("Transfer engine: backoff, attempts, streaming, integrity", .cleansUp)
 struct TransferEngineTests {
     @Test("backoff bounds double from the initial delay to the cap; jitter stays below the bound")
     func backoffBounds() {
@@ -323,7 +323,7 @@ final class SlowToCancelRemote: RemoteStorageAdapter {
     func openGate() { opener.yield() }
 }
 
-@Suite("Transfer engine: stop and restart")
+@Suite("Transfer engine: stop and restart", .cleansUp)
 struct StopRestartTests {
     @Test("a transfer interrupted by stopSync restarts when sync starts again before it has wound down")
     func restartAfterSlowCancellation() async throws {
@@ -331,7 +331,6 @@ struct StopRestartTests {
         // After each pass the loop waits one throttle period on the manual clock, which is never advanced:
         // one pass per sync, and a sleeping loop says that pass is over.
         let device = try QueueHarness(remote: remote) { $0.syncThrottleDuration = .seconds(1) }
-        defer { Task { await device.close() } }
         let saved = try await device.queue.saveFile(data: testBytes(300), mediaType: nil, fileExtension: "jpg")
         try await device.queue.startSync()
         await remote.waitForFirstUpload()

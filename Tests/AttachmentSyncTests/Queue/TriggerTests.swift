@@ -4,12 +4,11 @@ import Testing
 
 @testable import AttachmentSync
 
-@Suite("Sync triggers")
+@Suite("Sync triggers", .cleansUp)
 struct TriggerTests {
     @Test("a change to the attachments table starts the upload without syncNow")
     func tableChangeTriggers() async throws {
         let device = try QueueHarness()
-        defer { Task { await device.close() } }
         try await device.queue.startSync()
         let saved = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
         try await device.waitForState(saved.id, .synced)
@@ -19,7 +18,6 @@ struct TriggerTests {
     @Test("changes within the throttle window wait for it and are handled in one pass")
     func throttled() async throws {
         let device = try QueueHarness { $0.syncThrottleDuration = .seconds(10) }
-        defer { Task { await device.close() } }
         let remote = try device.memoryRemote
         try await device.queue.startSync()
         // The startup pass ran (nothing to do); the loop now pauses for the throttle.
@@ -42,7 +40,6 @@ struct TriggerTests {
     @Test("the periodic pass retries a failed upload once per interval, never in a loop")
     func periodicRetry() async throws {
         let device = try QueueHarness { $0.syncInterval = .seconds(30) }
-        defer { Task { await device.close() } }
         let remote = try device.memoryRemote
         await remote.setAlwaysFailing(.upload, with: InMemoryRemoteStorage.offlineError)
         let saved = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
@@ -69,7 +66,6 @@ struct TriggerTests {
     @Test("syncInterval 0 disables the periodic pass: no timer waits on the clock")
     func zeroIntervalDisablesPeriodicSync() async throws {
         let device = try QueueHarness { $0.syncInterval = .zero }
-        defer { Task { await device.close() } }
         let remote = try device.memoryRemote
         await remote.setAlwaysFailing(.upload, with: InMemoryRemoteStorage.offlineError)
         _ = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
@@ -98,7 +94,6 @@ struct TriggerTests {
     @Test("syncNow works without startSync")
     func syncNowAlone() async throws {
         let device = try QueueHarness()
-        defer { Task { await device.close() } }
         let saved = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
         try await device.queue.syncNow()
         #expect(try await device.state(of: saved.id) == .synced)
@@ -107,7 +102,6 @@ struct TriggerTests {
     @Test("transfers of one attachment never run twice at once, however often sync is triggered")
     func oneTransferPerAttachment() async throws {
         let device = try QueueHarness()
-        defer { Task { await device.close() } }
         let remote = try device.memoryRemote
         let saved = try await device.startStuckUpload()
         let sync = Task { try await device.queue.syncNow() }

@@ -6,7 +6,7 @@ import Testing
 
 /// Two devices sharing a folder remote, as in the seed docs' inspection checklist: real SQLite files, real
 /// attachment folders, a real remote folder, background sync on.
-@Suite("Two devices over a folder remote")
+@Suite("Two devices over a folder remote", .cleansUp)
 struct TwoDeviceIntegrationTests {
     @Test("A's photos reach B; A's delete removes the remote copy; B archives its copy")
     func checklistRoundTrip() async throws {
@@ -87,7 +87,6 @@ struct TwoDeviceIntegrationTests {
         await first.close()  // never synced
 
         let second = try QueueHarness(folder: folder, remote: remote)
-        defer { Task { await second.close() } }
         try await second.queue.startSync()
         for id in ids { try await second.waitForState(id, .synced) }
         for (n, id) in ids.enumerated() {
