@@ -27,6 +27,11 @@ public struct AttachmentError: Error, Sendable, CustomStringConvertible, Localiz
             case fileSystem
             case integrityMismatch
             case closed
+            case accessDenied
+            case remoteUnavailable
+            case remoteFailure
+            case unsupported
+            case invalidState
         }
 
         private let value: Value
@@ -57,6 +62,21 @@ public struct AttachmentError: Error, Sendable, CustomStringConvertible, Localiz
         public static let integrityMismatch = Code(.integrityMismatch)
         /// The queue was closed with ``AttachmentQueue/close()``.
         public static let closed = Code(.closed)
+        /// Remote storage refused the request: missing or wrong credentials, an expired token, no
+        /// permission. Retrying soon will not help; the queue's backoff still applies.
+        public static let accessDenied = Code(.accessDenied)
+        /// Remote storage could not be reached or asked to slow down: connection refused or reset, a
+        /// timeout, HTTP 429 or 5xx. Worth retrying; ``AttachmentError/retryAfter`` holds the server's
+        /// hint when it gave one.
+        public static let remoteUnavailable = Code(.remoteUnavailable)
+        /// Remote storage rejected the request for another reason (a bad request, say).
+        /// ``AttachmentError/underlying`` says more.
+        public static let remoteFailure = Code(.remoteFailure)
+        /// The adapter cannot do what was asked (a ranged read, say).
+        public static let unsupported = Code(.unsupported)
+        /// The attachment is not in a state that allows the operation (purging content that is not
+        /// uploaded yet, say). The message names the state.
+        public static let invalidState = Code(.invalidState)
 
         /// A readable name, for logs and test failures.
         public var description: String { value.rawValue }
@@ -74,6 +94,9 @@ public struct AttachmentError: Error, Sendable, CustomStringConvertible, Localiz
     public var path: String?
     /// The error that caused this one, when there is one.
     public var underlying: (any Error)?
+    /// How long the server asked to wait before trying again (HTTP `Retry-After`), when it said. The
+    /// queue waits at least this long before the next attempt.
+    public var retryAfter: Duration?
 
     /// Creates an error. The library creates these; adapters may throw them too.
     public init(
@@ -82,7 +105,8 @@ public struct AttachmentError: Error, Sendable, CustomStringConvertible, Localiz
         attachmentId: String? = nil,
         name: String? = nil,
         path: String? = nil,
-        underlying: (any Error)? = nil
+        underlying: (any Error)? = nil,
+        retryAfter: Duration? = nil
     ) {
         self.code = code
         self.message = message
@@ -90,6 +114,7 @@ public struct AttachmentError: Error, Sendable, CustomStringConvertible, Localiz
         self.name = name
         self.path = path
         self.underlying = underlying
+        self.retryAfter = retryAfter
     }
 
     /// A readable description, for logs and test failures.

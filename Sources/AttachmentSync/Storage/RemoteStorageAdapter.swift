@@ -62,6 +62,25 @@ public protocol RemoteStorageAdapter: Sendable {
     /// into place. The default implementation calls ``downloadFile(attachment:)`` and writes the data.
     func downloadFile(attachment: Attachment, to destination: URL, progress: @escaping TransferProgressHandler)
         async throws
+
+    /// Whether ``downloadFile(attachment:appendingTo:from:progress:)`` can fetch the rest of a file from an
+    /// offset (a ranged read), so an interrupted download resumes instead of starting over.
+    ///
+    /// The default is `false`.
+    var supportsRangedDownloads: Bool { get }
+
+    /// Appends the attachment's content from byte `offset` on to the file at `destination`, which holds the
+    /// first `offset` bytes of it, streaming, and reports progress (counting the whole file, the first
+    /// `offset` bytes included).
+    ///
+    /// Called only when ``supportsRangedDownloads`` is `true`. An offset at or past the end of the content
+    /// appends nothing. The default implementation downloads the whole file with
+    /// ``downloadFile(attachment:to:progress:)`` when `offset` is 0, and otherwise throws
+    /// ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/unsupported``.
+    func downloadFile(
+        attachment: Attachment, appendingTo destination: URL, from offset: Int64,
+        progress: @escaping TransferProgressHandler
+    ) async throws
 }
 
 extension RemoteStorageAdapter {
@@ -73,6 +92,24 @@ extension RemoteStorageAdapter {
         progress(TransferProgress(completedBytes: 0, totalBytes: Int64(data.count)))
         try await uploadFile(data: data, attachment: attachment)
         progress(TransferProgress(completedBytes: Int64(data.count), totalBytes: Int64(data.count)))
+    }
+
+    /// `false`: no ranged reads.
+    public var supportsRangedDownloads: Bool { false }
+
+    /// Downloads the whole file when `offset` is 0; throws
+    /// ``AttachmentError/Code-swift.struct/unsupported`` otherwise.
+    public func downloadFile(
+        attachment: Attachment, appendingTo destination: URL, from offset: Int64,
+        progress: @escaping TransferProgressHandler
+    ) async throws {
+        guard offset == 0 else {
+            throw AttachmentError(
+                code: .unsupported,
+                message: "\(type(of: self)) cannot resume a download (at byte \(offset))",
+                attachmentId: attachment.id)
+        }
+        try await downloadFile(attachment: attachment, to: destination, progress: progress)
     }
 
     /// Calls ``downloadFile(attachment:)`` and writes the data to `destination`.
