@@ -128,6 +128,16 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     private var lastID: UInt64 = 0
     /// Calls parked by ``hold()``, by id; ids grow with each call, so sorting them gives arrival order.
     private var parkedCalls: [UInt64: CheckedContinuation<Void, any Error>] = [:]
+    private var downloadHoldOffset: Int64?
+    private var passedHold = false
+    private var heldDownloads = 0
+    private var heldDownloadWaiters: [CheckedContinuation<Void, Never>] = []
+
+    /// The chunk size of streaming downloads: 64 KiB.
+    public nonisolated let chunkSize = 64 * 1024
+
+    /// Bytes written by the streaming and ranged downloads, in all: a resumed download adds only the rest.
+    public private(set) var bytesServed: Int64 = 0
     private var inFlightWaiters: [UInt64: InFlightWaiter] = [:]
 
     /// The number of ``RemoteStorageAdapter/uploadFile(data:attachment:)`` calls made, including those
@@ -269,6 +279,101 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
         storedFiles[attachment.filename] = nil
     }
 
+    // MARK: - Streaming and ranged downloads
+
+    /// `true`: downloads can resume from an offset.
+    public nonisolated var supportsRangedDownloads: Bool { true }
+
+    /// Writes the file named ``Attachment/filename`` to `destination` (created or replaced) in chunks of
+    /// ``chunkSize`` bytes, reporting progress, and counting what it serves in ``bytesServed``.
+    ///
+    /// A download passes ``holdDownloads(atByte:)``'s offset only after ``release()``.
+    ///
+    /// - Throws: As ``downloadFile(attachment:)``; also `CancellationError` when cancelled while held mid-file,
+    ///   leaving the bytes written so far in `destination`.
+    public func downloadFile(
+        attachment: Attachment, to destination: URL, progress: @escaping TransferProgressHandler
+    ) async throws {
+        try createEmptyFile(at: destination)
+        try await downloadFile(attachment: attachment, appendingTo: destination, from: 0, progress: progress)
+    }
+
+    /// Appends the file's bytes from `offset` on to `destination`, in chunks, as
+    /// ``downloadFile(attachment:to:progress:)`` does; counts one download call and the bytes it serves.
+    public func downloadFile(
+        attachment: Attachment, appendingTo destination: URL, from offset: Int64,
+        progress: @escaping TransferProgressHandler
+    ) async throws {
+        let failure = beginCall(.download, filename: attachment.filename)
+        defer { endCall() }
+        try await prepare(failure: failure)
+        guard let data = storedFiles[attachment.filename] else {
+            throw AttachmentError(
+                code: .remoteNotFound,
+                message: "Remote storage has no file named '\(attachment.filename)'",
+                attachmentId: attachment.id,
+                name: attachment.filename
+            )
+        }
+        let handle = try FileHandle(forWritingTo: destination)
+        defer { try? handle.close() }
+        try handle.seekToEnd()
+        let total = Int64(data.count)
+        var position = min(max(offset, 0), total)
+        progress(TransferProgress(completedBytes: position, totalBytes: total))
+        while position < total {
+            if let holdOffset = downloadHoldOffset, position >= holdOffset, !passedHold {
+                heldDownloads += 1
+                defer { heldDownloads -= 1 }
+                wakeHeldDownloadWaiters()
+                try await park()
+                passedHold = true
+            }
+            try Task.checkCancellation()
+            var end = min(position + Int64(chunkSize), total)
+            if let holdOffset = downloadHoldOffset, !passedHold, position < holdOffset { end = min(end, holdOffset) }
+            try handle.write(contentsOf: data[Int(position)..<Int(end)])
+            bytesServed += end - position
+            position = end
+            progress(TransferProgress(completedBytes: position, totalBytes: total))
+            await Task.yield()
+        }
+        try handle.synchronize()
+    }
+
+    /// Makes downloads stop at byte `offset` of the file until ``release()`` (which lets every later
+    /// download through too), like a connection that stalls; `nil` stops holding. Lets a test interrupt a
+    /// download midway.
+    ///
+    /// ```swift
+    /// await storage.holdDownloads(atByte: 100_000)
+    /// let download = Task { try await queue.download(attachmentId: id) }
+    /// await storage.waitForHeldDownload()
+    /// download.cancel()  // 100,000 bytes stay in the partial file
+    /// ```
+    public func holdDownloads(atByte offset: Int64?) {
+        downloadHoldOffset = offset
+        passedHold = false
+    }
+
+    /// Returns once a download is held at ``holdDownloads(atByte:)``'s offset (at once if one is).
+    public func waitForHeldDownload() async {
+        guard heldDownloads == 0 else { return }
+        await withCheckedContinuation { heldDownloadWaiters.append($0) }
+    }
+
+    private func wakeHeldDownloadWaiters() {
+        let waiters = heldDownloadWaiters
+        heldDownloadWaiters = []
+        for waiter in waiters { waiter.resume() }
+    }
+
+    private func createEmptyFile(at url: URL) throws {
+        try FileManager.default.createDirectory(
+            at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try Data().write(to: url)
+    }
+
     // MARK: - Inspecting and seeding files
 
     /// All stored files, by filename.
@@ -393,6 +498,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     /// ```
     public func release() {
         isHolding = false
+        if downloadHoldOffset != nil { passedHold = true }
         let parked = parkedCalls.sorted { $0.key < $1.key }
         parkedCalls = [:]
         for (_, continuation) in parked {

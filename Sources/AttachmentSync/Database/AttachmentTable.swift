@@ -15,6 +15,9 @@ let attachmentTableColumns: [Column] = [
     .integer("attempts"),
     .integer("next_attempt_at"),
     .text("last_error"),
+    .integer("on_demand"),
+    .integer("pinned"),
+    .integer("last_used_at"),
 ]
 
 /// The definition of the local-only table in which the attachment queue keeps each attachment's state.
@@ -35,7 +38,9 @@ let attachmentTableColumns: [Column] = [
 /// `has_synced` (INTEGER, whether the file ever reached remote storage) and `meta_data` (TEXT, the app's
 /// own, JSON for instance), and the queue's own `content_hash` (TEXT, SHA-256 of the content in hex),
 /// `attempts` (INTEGER, failed tries of the pending transfer), `next_attempt_at` (INTEGER, milliseconds
-/// since 1970 before which it is not retried) and `last_error` (TEXT). An index on (`state`, `timestamp`) serves the queue's "oldest queued first"
+/// since 1970 before which it is not retried), `last_error` (TEXT), `on_demand` (INTEGER, fetched only on
+/// request), `pinned` (INTEGER, exempt from cache eviction) and `last_used_at` (INTEGER, milliseconds since
+/// 1970 of the content's last use, for least-recently-used eviction). An index on (`state`, `timestamp`) serves the queue's "oldest queued first"
 /// look-ups. Opening a database whose attachments table lacks newer columns or indexes adds them.
 ///
 /// - Parameter name: The table's name. The default is `attachments`.

@@ -27,6 +27,16 @@ public struct Attachment: Sendable, Hashable, Identifiable {
     public let metaData: String?
     /// The SHA-256 of the content (lowercase hex), when known. Downloads are verified against it.
     public let contentHash: String?
+    /// Whether the content is fetched only when asked for (``AttachmentQueue/download(attachmentId:)``),
+    /// as the queue's ``AttachmentQueue/Configuration/downloadPolicy`` decided when the record was made.
+    public let isOnDemand: Bool
+    /// Whether the local content is exempt from eviction under
+    /// ``AttachmentQueue/Configuration/maxCacheBytes`` (see ``AttachmentQueue/pin(attachmentId:)``).
+    public let isPinned: Bool
+
+    /// Whether the content is on this device, at ``localUri``. An on-demand attachment that was never
+    /// fetched, or whose content was purged, has a record but no content.
+    public var contentAvailable: Bool { localUri != nil }
 
     /// Creates a record.
     public init(
@@ -39,7 +49,9 @@ public struct Attachment: Sendable, Hashable, Identifiable {
         mediaType: String? = nil,
         size: Int64? = nil,
         metaData: String? = nil,
-        contentHash: String? = nil
+        contentHash: String? = nil,
+        isOnDemand: Bool = false,
+        isPinned: Bool = false
     ) {
         self.id = id
         self.filename = filename
@@ -51,6 +63,8 @@ public struct Attachment: Sendable, Hashable, Identifiable {
         self.size = size
         self.metaData = metaData
         self.contentHash = contentHash
+        self.isOnDemand = isOnDemand
+        self.isPinned = isPinned
     }
 
     /// A copy with the given fields replaced.
@@ -75,7 +89,9 @@ public struct Attachment: Sendable, Hashable, Identifiable {
             mediaType: mediaType ?? self.mediaType,
             size: size ?? self.size,
             metaData: metaData ?? self.metaData,
-            contentHash: contentHash ?? self.contentHash
+            contentHash: contentHash ?? self.contentHash,
+            isOnDemand: isOnDemand,
+            isPinned: isPinned
         )
     }
 }

@@ -12,6 +12,10 @@ extension AttachmentQueue {
     /// let queue = AttachmentQueue(db: db, remoteStorage: remote, configuration: configuration)
     /// ```
     public struct Configuration: Sendable {
+        /// The download policy in effect: ``downloadPolicy``, or on demand for everything when
+        /// ``downloadAttachments`` is `false`.
+        var effectiveDownloadPolicy: DownloadPolicy { downloadAttachments ? downloadPolicy : .onDemand }
+
         /// The folder that holds the attachments' local files. The queue owns it: at startup it removes
         /// its own leftover temporary files and files it generated that no record refers to; any other
         /// file is left alone.
@@ -31,8 +35,23 @@ extension AttachmentQueue {
         /// Folders to create inside the attachments directory. Each must be a single path component. The
         /// default is none.
         public var subdirectories: [String] = []
-        /// Whether attachments that the app's rows refer to are downloaded. The default is `true`.
+        /// Whether attachments that the app's rows refer to are downloaded as soon as they appear. `false`
+        /// makes every attachment on demand, whatever ``downloadPolicy`` says: its record is made, its
+        /// content fetched only by ``AttachmentQueue/download(attachmentId:)``. The default is `true`.
         public var downloadAttachments: Bool = true
+        /// Which attachments are downloaded as soon as a row refers to them, and which only on request.
+        /// The default is ``DownloadPolicy/eager``.
+        public var downloadPolicy: DownloadPolicy = .eager
+        /// The most bytes of local content to keep. Beyond it, after each sync pass, the least recently
+        /// used content goes first: archived attachments' cached files (their records too), then on-demand
+        /// attachments' content (purged back to remote-only). Content waiting for upload, eagerly
+        /// downloaded content and pinned content (``AttachmentQueue/pin(attachmentId:)``) are never
+        /// evicted. `nil` sets no budget. The default is `nil`.
+        public var maxCacheBytes: Int64?
+        /// The shortest time between two progress updates of one transfer (see
+        /// ``AttachmentQueue/progress(attachmentId:)``); an update also goes out whenever the transfer has
+        /// advanced by 1 % since the last one. The default is 100 milliseconds.
+        public var progressInterval: Duration = .milliseconds(100)
         /// The most transfers (uploads, downloads and deletes together) running at once. The default is 4.
         public var maxConcurrentTransfers: Int = 4
         /// The clock that times periodic passes, throttling and retries. Tests pass a manual clock. The
@@ -75,6 +94,12 @@ extension AttachmentQueue {
             }
             guard retryBackoff.initialDelay >= .zero, retryBackoff.maximumDelay >= retryBackoff.initialDelay else {
                 throw fail("retryBackoff", "needs 0 ≤ initialDelay ≤ maximumDelay, not \(retryBackoff)")
+            }
+            if let maxCacheBytes, maxCacheBytes < 0 {
+                throw fail("maxCacheBytes", "is negative: \(maxCacheBytes)")
+            }
+            guard progressInterval >= .zero else {
+                throw fail("progressInterval", "is negative: \(progressInterval)")
             }
             guard maxConcurrentTransfers >= 1 else {
                 throw fail("maxConcurrentTransfers", "must be at least 1, not \(maxConcurrentTransfers)")

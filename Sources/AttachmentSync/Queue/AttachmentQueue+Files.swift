@@ -175,6 +175,7 @@ extension AttachmentQueue {
         let store = store
         let directory = attachmentsDirectory
         let timestamp = timestamps.next()
+        let usedAt = Self.milliseconds(configuration.currentDate())
         let attachment = try await db.writeTransaction { tx in
             if try store.record(id: record.id, in: tx) != nil {
                 throw AttachmentError(
@@ -184,6 +185,7 @@ extension AttachmentQueue {
             }
             var stamped = record
             stamped.timestamp = timestamp
+            stamped.lastUsedAt = usedAt
             try store.insert(stamped, in: tx)
             let attachment = stamped.attachment(in: directory)
             try updateHook(tx, attachment)

@@ -116,14 +116,19 @@ extension AttachmentQueue {
     /// record refers to. Anything else in the directory is left alone and logged once.
     private func removeLeftoverFiles() async throws {
         let store = store
-        let referenced = Set(
-            try await db.readTransaction { tx in
-                try store.records(in: tx, where: "local_uri IS NOT NULL").compactMap(\.localPath)
-            })
+        let (referenced, resumable) = try await db.readTransaction { tx in
+            let referenced = Set(try store.records(in: tx, where: "local_uri IS NOT NULL").compactMap(\.localPath))
+            // Partial downloads of attachments still without content are kept, to resume.
+            let resumable = Set(
+                try store.records(in: tx, where: "local_uri IS NULL AND state IN (0, 3)").compactMap {
+                    try? FileName.downloadingName(for: $0.localName())
+                })
+            return (referenced, resumable)
+        }
         let subdirectories = Set(configuration.subdirectories)
         var foreign: [String] = []
         for name in try await localStorage.listDirectory(path: attachmentsDirectory.path) {
-            if referenced.contains(name) || subdirectories.contains(name) { continue }
+            if referenced.contains(name) || resumable.contains(name) || subdirectories.contains(name) { continue }
             if name.hasPrefix(FileName.temporaryPrefix) || FileName.looksLikeGeneratedAttachment(name) {
                 try await localStorage.deleteFile(filePath: localPath(name))
                 logger.info("removed a leftover file", metadata: ["file": "\(name)"])

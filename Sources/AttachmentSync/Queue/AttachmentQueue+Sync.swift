@@ -154,8 +154,11 @@ extension AttachmentQueue {
                     }
                     for record in decision.requeues {
                         try store.transition(
-                            id: record.id, from: .archived, to: .queuedDownload, timestamp: timestamps.next(),
-                            set: [("media_type", record.mediaType), ("meta_data", record.metaData)], in: tx)
+                            id: record.id, from: .archived, to: record.state, timestamp: timestamps.next(),
+                            set: [
+                                ("media_type", record.mediaType), ("meta_data", record.metaData),
+                                ("on_demand", record.onDemand),
+                            ], in: tx)
                     }
                     for archive in decision.archives {
                         try store.transition(
@@ -175,6 +178,7 @@ extension AttachmentQueue {
                 }
             }
             if clears == tableClears { reconciledWatch = current }
+            for archive in decision.archives { eventCenter.send(.archived(attachmentId: archive.id)) }
             if !decision.isEmpty {
                 logger.debug(
                     "reconciled watched attachments",
@@ -195,6 +199,7 @@ extension AttachmentQueue {
         skippedUntilTrigger.removeAll()
         do {
             try await trimArchive()
+            try await enforceCacheBudget()
         } catch {
             logError("trimming the archived attachments failed", error)
         }
@@ -282,9 +287,56 @@ extension AttachmentQueue {
             evicted += 1
             if let relative = record.localPath {
                 try await localStorage.deleteFile(filePath: localPath(relative))
+                eventCenter.send(.evicted(attachmentId: record.id, bytes: record.size ?? 0))
             }
         }
         logger.debug("evicted archived attachments", metadata: ["count": "\(evicted)"])
+    }
+
+    /// Keeps local content within ``Configuration/maxCacheBytes``: evicts the least recently used archived
+    /// content first (record and file), then purges the least recently used on-demand content back to
+    /// remote-only. Content waiting for upload, eagerly downloaded content, pinned content and content
+    /// being transferred are never touched.
+    func enforceCacheBudget() async throws {
+        guard let budget = configuration.maxCacheBytes else { return }
+        let store = store
+        let (used, candidates) = try await db.readTransaction { tx -> (Int64, [AttachmentRecord]) in
+            let used =
+                try tx.get(
+                    sql: "SELECT CAST(total(size) AS INTEGER) AS bytes FROM \(store.table) WHERE local_uri IS NOT NULL"
+                ) { try $0.getInt64Optional(name: "bytes") } ?? 0
+            guard used > budget else { return (used, []) }
+            let candidates = try store.records(
+                in: tx,
+                where: "local_uri IS NOT NULL AND coalesce(pinned, 0) = 0 "
+                    + "AND (state = 4 OR (state = 3 AND coalesce(on_demand, 0) = 1))")
+            return (used, candidates)
+        }
+        guard used > budget else { return }
+        let ordered = candidates.sorted {
+            ($0.state == .archived ? 0 : 1, $0.lastUsedAt ?? 0, $0.timestamp)
+                < ($1.state == .archived ? 0 : 1, $1.lastUsedAt ?? 0, $1.timestamp)
+        }
+        var remaining = used
+        for record in ordered where remaining > budget && transfers[record.id] == nil {
+            guard let relative = record.localPath else { continue }
+            let removed: Bool
+            if record.state == .archived {
+                removed = try await db.writeTransaction { tx in
+                    try store.delete(id: record.id, ifState: .archived, in: tx)
+                }
+                if removed {
+                    changedSinceReconcile.insert(record.id)
+                    try await localStorage.deleteFile(filePath: localPath(relative))
+                }
+            } else {
+                removed = try await removeContent(of: record, relative: relative)
+            }
+            guard removed else { continue }
+            remaining -= record.size ?? 0
+            eventCenter.send(.evicted(attachmentId: record.id, bytes: record.size ?? 0))
+        }
+        logger.debug("kept the cache within its budget", metadata: ["bytes": "\(remaining)", "budget": "\(budget)"])
     }
 
     /// Milliseconds since 1970.

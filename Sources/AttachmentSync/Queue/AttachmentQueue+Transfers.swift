@@ -4,16 +4,34 @@ import Logging
 extension AttachmentQueue {
     /// What became of one transfer.
     enum TransferOutcome: Sendable {
-        /// Done and committed.
-        case completed
+        /// Done and committed; `bytes` moved (0 for a delete).
+        case completed(bytes: Int64)
         /// Done, but the record had changed meanwhile (deleted, archived, re-queued): nothing committed.
         case superseded
         /// Interrupted by `stopSync`, `close` or a newer decision; not an error.
         case cancelled
-        /// Failed; the error handler (or the default) chose to retry at the next trigger.
-        case willRetry(any Error)
-        /// Failed and archived (by the error handler, or because the local file to upload is gone).
-        case archived(any Error)
+        /// Failed for the `attempt`-th time; the error handler (or the default) chose to retry, not before
+        /// `retryAt` (milliseconds since 1970) when set.
+        case willRetry(any Error, attempt: Int, retryAt: Int64?)
+        /// Failed and archived after `attempts` tries (by the error handler, `maxAttempts`, or because the
+        /// local file to upload is gone).
+        case archived(any Error, attempts: Int)
+        /// A download asked for on demand failed; nothing is booked (the caller decides what to do).
+        case failedOnRequest(any Error)
+    }
+
+    /// What a transfer does: by the record's state, except that a download asked for on demand runs on a
+    /// record in any state without content.
+    enum TransferKind: Sendable {
+        case upload, download, delete
+
+        init(_ state: AttachmentState) {
+            switch state {
+            case .queuedUpload: self = .upload
+            case .queuedDelete: self = .delete
+            case .queuedDownload, .synced, .archived: self = .download
+            }
+        }
     }
 
     /// Everything a transfer needs, so it runs off the actor.
@@ -29,17 +47,22 @@ extension AttachmentQueue {
         let retryBackoff: RetryBackoff
         let maxAttempts: Int?
         let currentDate: @Sendable () -> Date
+        let progress: ProgressCenter
+    }
+
+    func makeTransferContext() -> TransferContext {
+        TransferContext(
+            db: db, store: store, remote: remoteStorage, local: localStorage, errorHandler: errorHandler,
+            directory: attachmentsDirectory, timestamps: timestamps, logger: logger,
+            retryBackoff: configuration.retryBackoff, maxAttempts: configuration.maxAttempts,
+            currentDate: configuration.currentDate, progress: progressCenter
+        )
     }
 
     /// Starts the transfer the record's state calls for. The caller has checked that none is in flight for
     /// this attachment.
     func startTransfer(_ record: AttachmentRecord) {
-        let context = TransferContext(
-            db: db, store: store, remote: remoteStorage, local: localStorage, errorHandler: errorHandler,
-            directory: attachmentsDirectory, timestamps: timestamps, logger: logger,
-            retryBackoff: configuration.retryBackoff, maxAttempts: configuration.maxAttempts,
-            currentDate: configuration.currentDate
-        )
+        let context = makeTransferContext()
         let task = Task {
             let outcome = await Self.perform(record, context: context)
             await self.transferFinished(record, outcome: outcome)
@@ -54,6 +77,11 @@ extension AttachmentQueue {
         changedSinceReconcile.insert(record.id)
         finishedTransferCount += 1
         if queuedReadsInFlight > 0 { finishedWhileReading[record.id] = finishedTransferCount }
+        report(outcome, of: record, kind: TransferKind(record.state))
+        if case .cancelled = outcome, TransferKind(record.state) == .download {
+            // In a task of its own: this one is cancelled, and its database reads would fail.
+            await Task { await self.discardUnwantedPartial(of: record) }.value
+        }
         switch outcome {
         case .completed, .superseded:
             break
@@ -61,11 +89,13 @@ extension AttachmentQueue {
             // Interrupted by stopSync: wait for the next trigger, unless sync has been started again
             // meanwhile (its first pass already ran, so nothing else would restart it).
             if session == nil { skippedUntilTrigger[record.id] = record.state }
-        case .willRetry(let error):
+        case .willRetry(let error, _, _):
             skippedUntilTrigger[record.id] = record.state
             logError("\(record.state) failed; it will be retried", error, id: record.id)
-        case .archived(let error):
+        case .archived(let error, _):
             logError("\(record.state) failed; the attachment was archived", error, id: record.id)
+        case .failedOnRequest(let error):
+            logError("a download asked for failed", error, id: record.id)
         }
         if !isClosed, session != nil || manualRounds > 0 {
             do {
@@ -79,11 +109,63 @@ extension AttachmentQueue {
         resumeIdleWaitersIfIdle()
     }
 
-    /// Runs one transfer and commits its result, off the actor.
-    nonisolated static func perform(_ record: AttachmentRecord, context: TransferContext) async -> TransferOutcome {
+    /// Removes the partial file of an interrupted download unless its attachment still waits for content
+    /// (then it is kept, to resume).
+    func discardUnwantedPartial(of record: AttachmentRecord) async {
+        guard let localName = try? record.localName() else { return }
+        let store = store
+        let current = try? await db.readTransaction { tx in try store.record(id: record.id, in: tx) }
+        if let current, current.localPath == nil, current.state == .queuedDownload || current.state == .synced {
+            return
+        }
+        try? await localStorage.deleteFile(filePath: localPath(FileName.downloadingName(for: localName)))
+    }
+
+    /// Ends the transfer's progress stream and sends its event.
+    func report(_ outcome: TransferOutcome, of record: AttachmentRecord, kind: TransferKind) {
+        let id = record.id
+        switch outcome {
+        case .completed(let bytes):
+            progressCenter.end(id, status: .finished)
+            switch kind {
+            case .upload: eventCenter.send(.uploaded(attachmentId: id, bytes: bytes))
+            case .download: eventCenter.send(.downloaded(attachmentId: id, bytes: bytes))
+            case .delete: eventCenter.send(.deleted(attachmentId: id))
+            }
+        case .superseded, .cancelled:
+            progressCenter.end(id, status: .cancelled)
+        case .willRetry(let error, let attempt, let retryAt):
+            let typed = AttachmentError.wrapping(error, attachmentId: id)
+            progressCenter.end(id, status: .failed(typed))
+            let date = retryAt.map { Date(timeIntervalSince1970: Double($0) / 1000) }
+            eventCenter.send(.failed(attachmentId: id, error: typed, attempt: attempt, retryAt: date))
+        case .archived(let error, let attempts):
+            let typed = AttachmentError.wrapping(error, attachmentId: id)
+            progressCenter.end(id, status: .failed(typed))
+            eventCenter.send(.gaveUp(attachmentId: id, error: typed, attempts: attempts))
+        case .failedOnRequest(let error):
+            let typed = AttachmentError.wrapping(error, attachmentId: id)
+            progressCenter.end(id, status: .failed(typed))
+            eventCenter.send(.failed(attachmentId: id, error: typed, attempt: record.attempts + 1, retryAt: nil))
+        }
+    }
+
+    /// Runs one transfer and commits its result, off the actor. `onDemand` runs a download whatever the
+    /// record's state (a remote-only `synced` or `archived` record, say).
+    nonisolated static func perform(
+        _ record: AttachmentRecord, context: TransferContext, onDemand: Bool = false
+    ) async -> TransferOutcome {
         let attachment = record.attachment(in: context.directory)
         do {
             try Task.checkCancellation()
+            if onDemand {
+                do {
+                    return try await download(record, attachment, context)
+                } catch {
+                    if Task.isCancelled || error is CancellationError { return .cancelled }
+                    return .failedOnRequest(error)
+                }
+            }
             switch record.state {
             case .queuedUpload: return try await upload(record, attachment, context)
             case .queuedDownload: return try await download(record, attachment, context)
@@ -111,13 +193,18 @@ extension AttachmentQueue {
                 message: "the file to upload is missing", attachmentId: record.id, path: attachment.localUri)
             return try await archive(record, because: error, clearingLocalPath: true, context)
         }
+        let id = record.id
         let size: Int64
         if let url = context.local.plainFileURL(filePath: path) {
             size = try await context.local.fileSize(filePath: path) ?? record.size ?? 0
-            try await context.remote.uploadFile(fileURL: url, attachment: attachment) { _ in }
+            context.progress.begin(id, direction: .upload, totalBytes: size)
+            try await context.remote.uploadFile(fileURL: url, attachment: attachment) {
+                context.progress.report(id, $0)
+            }
         } else {
             let data = try await context.local.readFile(filePath: path, mediaType: record.mediaType)
             size = Int64(data.count)
+            context.progress.begin(id, direction: .upload, totalBytes: size)
             try await context.remote.uploadFile(data: data, attachment: attachment)
         }
         let store = context.store
@@ -128,27 +215,46 @@ extension AttachmentQueue {
                 set: [("has_synced", true), ("size", size)] + retryStateCleared, in: tx)
         }
         context.logger.debug("uploaded", metadata: ["attachment": "\(record.id)", "bytes": "\(size)"])
-        return committed ? .completed : .superseded
+        return committed ? .completed(bytes: size) : .superseded
     }
 
+    /// Downloads to a partial file under a temporary name, verifies it, moves it into place and commits.
+    ///
+    /// The partial file survives cancellation and failures other than a mismatch or a missing remote
+    /// file: when the remote supports ranged reads, the next try continues from its end. Attachments are
+    /// immutable (a new file gets a new id), so the bytes already there are the start of the same content;
+    /// the SHA-256, when the record knows it, checks the whole file anyway.
     private nonisolated static func download(
         _ record: AttachmentRecord, _ attachment: Attachment, _ context: TransferContext
     ) async throws -> TransferOutcome {
-        let ext = try FileName.normalizedExtension(
-            FileName.localExtension(fileExtension: nil, filename: record.filename), attachmentId: record.id)
-        let localName = try FileName.localName(id: record.id, fileExtension: ext)
+        let localName = try record.localName()
         let finalPath = context.directory.appendingPathComponent(localName).path
         let stagingPath = context.directory.appendingPathComponent(FileName.downloadingName(for: localName)).path
+        let id = record.id
 
         do {
             let (size, sha256): (Int64, String)
             if let staging = context.local.plainFileURL(filePath: stagingPath) {
-                try await context.local.deleteFile(filePath: stagingPath)
-                try await context.remote.downloadFile(attachment: attachment, to: staging) { _ in }
+                let partial = try await context.local.fileSize(filePath: stagingPath) ?? 0
+                if partial > 0, context.remote.supportsRangedDownloads {
+                    context.progress.begin(id, direction: .download, completedBytes: partial, totalBytes: record.size)
+                    context.logger.debug(
+                        "resuming a download", metadata: ["attachment": "\(id)", "offset": "\(partial)"])
+                    try await context.remote.downloadFile(attachment: attachment, appendingTo: staging, from: partial) {
+                        context.progress.report(id, $0)
+                    }
+                } else {
+                    try await context.local.deleteFile(filePath: stagingPath)
+                    context.progress.begin(id, direction: .download, totalBytes: record.size)
+                    try await context.remote.downloadFile(attachment: attachment, to: staging) {
+                        context.progress.report(id, $0)
+                    }
+                }
                 try FileManagerStorageAdapter.synchronize(path: staging.path)
                 (size, sha256) = try await FileStreaming.digest(of: staging)
                 try verify(sha256, of: record, path: stagingPath)
             } else {
+                context.progress.begin(id, direction: .download, totalBytes: record.size)
                 let data = try await context.remote.downloadFile(attachment: attachment)
                 sha256 = FileStreaming.sha256(data)
                 try verify(sha256, of: record, path: stagingPath)
@@ -158,12 +264,27 @@ extension AttachmentQueue {
             try await context.local.moveFile(sourcePath: stagingPath, targetPath: finalPath)
             let store = context.store
             let timestamp = context.timestamps.next()
-            let committed = try await context.db.writeTransaction { tx in
-                try store.transition(
-                    id: record.id, from: .queuedDownload, to: .synced, timestamp: timestamp,
-                    set: [("has_synced", true), ("size", size), ("local_uri", localName), ("content_hash", sha256)]
-                        + retryStateCleared,
-                    in: tx)
+            let now = Int64((context.currentDate().timeIntervalSince1970 * 1000).rounded(.down))
+            let contentColumns: [(column: String, value: (any SqlValueConvertible)?)] = [
+                ("has_synced", true), ("size", size), ("local_uri", localName), ("content_hash", sha256),
+                ("last_used_at", now),
+            ]
+            let committed = try await context.db.writeTransaction { tx -> Bool in
+                if record.state == .queuedDownload {
+                    return try store.transition(
+                        id: record.id, from: .queuedDownload, to: .synced, timestamp: timestamp,
+                        set: contentColumns + retryStateCleared, in: tx)
+                }
+                // On demand: the record keeps its state, and must still be without content.
+                guard let current = try store.record(id: record.id, in: tx), current.localPath == nil,
+                    current.state == .synced || current.state == .archived || current.state == .queuedDownload
+                else { return false }
+                if current.state == .queuedDownload {
+                    return try store.transition(
+                        id: record.id, from: .queuedDownload, to: .synced, timestamp: timestamp,
+                        set: contentColumns + retryStateCleared, in: tx)
+                }
+                return try store.update(id: record.id, ifState: current.state, set: contentColumns, in: tx)
             }
             if !committed {
                 // Archived or deleted meanwhile: unless the record took the file after all, remove it.
@@ -174,9 +295,12 @@ extension AttachmentQueue {
                 return .superseded
             }
             context.logger.debug("downloaded", metadata: ["attachment": "\(record.id)", "bytes": "\(size)"])
-            return .completed
+            return .completed(bytes: size)
         } catch {
-            try? await context.local.deleteFile(filePath: stagingPath)
+            let code = (error as? AttachmentError)?.code
+            let resumable =
+                context.remote.supportsRangedDownloads && code != .integrityMismatch && code != .remoteNotFound
+            if !resumable { try? await context.local.deleteFile(filePath: stagingPath) }
             throw error
         }
     }
@@ -205,11 +329,11 @@ extension AttachmentQueue {
             try store.delete(id: record.id, ifState: .queuedDelete, in: tx)
         }
         context.logger.debug("deleted", metadata: ["attachment": "\(record.id)"])
-        return deleted ? .completed : .superseded
+        return deleted ? .completed(bytes: 0) : .superseded
     }
 
-    /// Counts the failure, then retries after the backoff delay or archives: the error handler decides
-    /// first (given the attempt count), then `maxAttempts`.
+    /// Counts the failure, then retries after the backoff delay (or the server's `Retry-After`, when
+    /// longer) or archives: the error handler decides first (given the attempt count), then `maxAttempts`.
     private nonisolated static func handleFailure(
         _ record: AttachmentRecord, _ attachment: Attachment, _ error: any Error, _ context: TransferContext
     ) async -> TransferOutcome {
@@ -226,10 +350,11 @@ extension AttachmentQueue {
         }
         do {
             guard retry else {
-                return try await archive(record, because: error, context)
+                return try await archive(record, because: error, attempts: attempt, context)
             }
             var generator = SystemRandomNumberGenerator()
-            let delay = context.retryBackoff.delay(afterAttempt: attempt, using: &generator)
+            var delay = context.retryBackoff.delay(afterAttempt: attempt, using: &generator)
+            if let retryAfter = (error as? AttachmentError)?.retryAfter { delay = max(delay, retryAfter) }
             let now = context.currentDate()
             let next = Int64((now.timeIntervalSince1970 * 1000).rounded(.down)) + Int64(delay / .milliseconds(1))
             let store = context.store
@@ -240,14 +365,14 @@ extension AttachmentQueue {
                     id: record.id, ifState: record.state,
                     set: [("attempts", attempt), ("next_attempt_at", next), ("last_error", String(message))], in: tx)
             }
-            return .willRetry(error)
+            return .willRetry(error, attempt: attempt, retryAt: next)
         } catch {
-            return .willRetry(error)
+            return .willRetry(error, attempt: attempt, retryAt: nil)
         }
     }
 
     private nonisolated static func archive(
-        _ record: AttachmentRecord, because error: any Error, clearingLocalPath: Bool = false,
+        _ record: AttachmentRecord, because error: any Error, clearingLocalPath: Bool = false, attempts: Int = 1,
         _ context: TransferContext
     ) async throws -> TransferOutcome {
         let store = context.store
@@ -259,6 +384,6 @@ extension AttachmentQueue {
                     + [("last_error", String(String(describing: error).prefix(1000)))],
                 in: tx)
         }
-        return archived ? .archived(error) : .superseded
+        return archived ? .archived(error, attempts: attempts) : .superseded
     }
 }

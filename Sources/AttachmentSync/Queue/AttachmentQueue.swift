@@ -56,6 +56,8 @@ public actor AttachmentQueue {
     let timestamps = MonotonicTimestamps()
     let scheduler: TransferScheduler
     let reconciler: Reconciler
+    let progressCenter: ProgressCenter
+    let eventCenter = EventCenter()
 
     /// Startup (validation, folders, verification of files against records), run once on first use.
     var initialization: Task<Void, any Error>?
@@ -93,6 +95,9 @@ public actor AttachmentQueue {
     /// each commit: a change the watch cannot see (an upload of an attachment no row refers to finishing,
     /// a record going away) still reaches the next reconcile.
     var changedSinceReconcile: Set<String> = []
+    /// Downloads asked for and in flight, by attachment id.
+    var sharedDownloads: [String: SharedDownload] = [:]
+    var nextWaiterToken = 0
     /// Counts `clearQueue` calls: a reconcile that overlapped one must not leave a baseline behind.
     var tableClears = 0
 
@@ -104,6 +109,14 @@ public actor AttachmentQueue {
     struct Transfer {
         var state: AttachmentState
         var task: Task<Void, Never>
+        /// Started by ``AttachmentQueue/download(attachmentId:)``: `stopSync` leaves it running.
+        var onRequest = false
+    }
+
+    /// A download asked for with ``download(attachmentId:)``, shared by every caller waiting for it.
+    final class SharedDownload {
+        var waiters: [Int: CheckedContinuation<Attachment, any Error>] = [:]
+        var task: Task<Void, Never>?
     }
 
     // MARK: - Creating a queue
@@ -143,7 +156,9 @@ public actor AttachmentQueue {
         self.store = AttachmentStore(table: configuration.attachmentsQueueTableName)
         self.logger = configuration.logger
         self.scheduler = TransferScheduler(maxConcurrentTransfers: max(1, configuration.maxConcurrentTransfers))
-        self.reconciler = Reconciler(downloadAttachments: configuration.downloadAttachments)
+        self.reconciler = Reconciler(policy: configuration.effectiveDownloadPolicy)
+        self.progressCenter = ProgressCenter(
+            clock: configuration.clock, interval: max(.zero, configuration.progressInterval))
     }
 
     /// Creates a queue with the parameters of the PowerSync attachment helpers (a convenience over
@@ -290,7 +305,7 @@ public actor AttachmentQueue {
         retryWake?.task.cancel()
         retryWake = nil
         for task in session.tasks { task.cancel() }
-        for (id, transfer) in transfers {
+        for (id, transfer) in transfers where !transfer.onRequest {
             skippedUntilTrigger[id] = transfer.state
             transfer.task.cancel()
         }
@@ -316,6 +331,7 @@ public actor AttachmentQueue {
         resumeIdleWaiters()
         for task in running { await task.value }
         if let archiveTrim { _ = await archiveTrim.result }
+        eventCenter.finish()
         logger.debug("queue closed")
     }
 

@@ -21,11 +21,17 @@ struct AttachmentRecord: Sendable, Hashable {
     var nextAttemptAt: Int64?
     /// The last failure's description.
     var lastError: String?
+    /// Fetched only on request (the download policy's decision when the record was made).
+    var onDemand: Bool = false
+    /// Exempt from eviction under the cache budget.
+    var pinned: Bool = false
+    /// Milliseconds since 1970 of the content's last use (saved, downloaded, asked for), for LRU eviction.
+    var lastUsedAt: Int64?
 
     /// The columns ``init(cursor:)`` reads, for `SELECT`s.
     static let columns =
         "id, filename, state, timestamp, has_synced, local_uri, media_type, size, meta_data, content_hash, "
-        + "attempts, next_attempt_at, last_error"
+        + "attempts, next_attempt_at, last_error, on_demand, pinned, last_used_at"
 
     init(
         id: String,
@@ -76,6 +82,17 @@ struct AttachmentRecord: Sendable, Hashable {
         attempts = try cursor.getIntOptional(name: "attempts") ?? 0
         nextAttemptAt = try cursor.getInt64Optional(name: "next_attempt_at")
         lastError = try cursor.getStringOptional(name: "last_error")
+        onDemand = try cursor.getBooleanOptional(name: "on_demand") ?? false
+        pinned = try cursor.getBooleanOptional(name: "pinned") ?? false
+        lastUsedAt = try cursor.getInt64Optional(name: "last_used_at")
+    }
+
+    /// The name of the local file a download of this record writes: `<id>.<ext>`, the extension taken
+    /// from the filename.
+    func localName() throws -> String {
+        let ext = try FileName.normalizedExtension(
+            FileName.localExtension(fileExtension: nil, filename: filename), attachmentId: id)
+        return try FileName.localName(id: id, fileExtension: ext)
     }
 
     /// The public value, with the local path resolved against `directory`.
@@ -90,7 +107,9 @@ struct AttachmentRecord: Sendable, Hashable {
             mediaType: mediaType,
             size: size,
             metaData: metaData,
-            contentHash: contentHash
+            contentHash: contentHash,
+            isOnDemand: onDemand,
+            isPinned: pinned
         )
     }
 }

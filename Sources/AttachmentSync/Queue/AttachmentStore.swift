@@ -79,12 +79,14 @@ struct AttachmentStore: Sendable {
         try tx.execute(
             sql: """
                 INSERT INTO \(table)
-                    (id, filename, state, timestamp, has_synced, local_uri, media_type, size, meta_data, content_hash)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    (id, filename, state, timestamp, has_synced, local_uri, media_type, size, meta_data, content_hash,
+                     on_demand, pinned, last_used_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """,
             parameters: [
                 record.id, record.filename, record.state.rawValue, record.timestamp, record.hasSynced,
                 record.localPath, record.mediaType, record.size, record.metaData, record.contentHash,
+                record.onDemand, record.pinned, record.lastUsedAt,
             ]
         )
     }

@@ -1,15 +1,17 @@
 /// Decides how the attachments table follows the app's rows: given the watched items and the current
 /// records, which records to create, restore, re-queue or archive. A plain value with no I/O.
 struct Reconciler: Sendable {
-    /// Whether new watched attachments are downloaded (created as `queuedDownload`).
-    var downloadAttachments: Bool
+    /// Which watched attachments are downloaded at once (`queuedDownload`) and which are made remote-only
+    /// (`synced` without content) until asked for.
+    var policy: DownloadPolicy
 
     struct Decision: Equatable, Sendable {
         /// New records to insert, in `queuedDownload`.
         var inserts: [AttachmentRecord] = []
         /// Archived records whose local file is still cached: back to `synced`, no download.
         var restores: [String] = []
-        /// Archived records without a local file: back to `queuedDownload`, with the item's metadata.
+        /// Archived records without a local file, with the item's metadata: back to `queuedDownload`
+        /// (eager) or to remote-only `synced` (on demand), as each record's state says.
         var requeues: [AttachmentRecord] = []
         /// Records no row refers to any more, with the state they were seen in.
         var archives: [(id: String, from: AttachmentState)] = []
@@ -89,10 +91,10 @@ struct Reconciler: Sendable {
     /// Compares `items` (one emission of the app's watch) with `records` (the whole table, or every record
     /// of a ``Scope``'s ids with the items of those ids).
     ///
-    /// - A new id becomes a `queuedDownload` record (named by the item's filename, else `<id>.<ext>`, with
-    ///   its media type and metadata), unless downloads are off.
+    /// - A new id becomes a record named by the item's filename, else `<id>.<ext>`, with its media type and
+    ///   metadata: `queuedDownload` when the policy says eager, remote-only `synced` when on demand.
     /// - An archived id that is watched again is restored: to `synced` when its file is still cached, else
-    ///   back to `queuedDownload`.
+    ///   back to `queuedDownload` (eager) or remote-only `synced` (on demand).
     /// - A `synced` or `queuedDownload` record whose id is no longer watched is archived. Records waiting
     ///   for upload or delete are left alone: their transfer must finish first.
     func reconcile(items: [WatchedAttachmentItem], records: [String: AttachmentRecord]) -> Decision {
@@ -100,9 +102,8 @@ struct Reconciler: Sendable {
         var watched: Set<String> = []
         for item in items where watched.insert(item.id).inserted {
             guard let record = records[item.id] else {
-                guard downloadAttachments else { continue }
                 do {
-                    decision.inserts.append(try Self.newRecord(for: item))
+                    decision.inserts.append(try Self.newRecord(for: item, mode: policy.mode(for: item)))
                 } catch let error as AttachmentError {
                     decision.rejected.append((item, error))
                 } catch {
@@ -114,9 +115,10 @@ struct Reconciler: Sendable {
             guard record.state == .archived else { continue }
             if record.localPath != nil {
                 decision.restores.append(record.id)
-            } else if downloadAttachments {
+            } else {
                 var requeued = record
-                requeued.state = .queuedDownload
+                requeued.onDemand = policy.mode(for: item) == .onDemand
+                requeued.state = requeued.onDemand ? .synced : .queuedDownload
                 requeued.metaData = item.metaData ?? record.metaData
                 requeued.mediaType = item.mediaType ?? record.mediaType
                 decision.requeues.append(requeued)
@@ -131,8 +133,9 @@ struct Reconciler: Sendable {
         return decision
     }
 
-    /// The `queuedDownload` record for a newly watched item, after checking every name it brings.
-    static func newRecord(for item: WatchedAttachmentItem) throws -> AttachmentRecord {
+    /// The record for a newly watched item, after checking every name it brings: `queuedDownload` when
+    /// eager, remote-only `synced` when on demand.
+    static func newRecord(for item: WatchedAttachmentItem, mode: DownloadPolicy.Mode) throws -> AttachmentRecord {
         let filename = item.resolvedFilename
         try FileName.validate(filename, kind: "filename", attachmentId: item.id)
         let ext = try FileName.normalizedExtension(
@@ -140,13 +143,16 @@ struct Reconciler: Sendable {
             attachmentId: item.id
         )
         _ = try FileName.localName(id: item.id, fileExtension: ext)
-        return AttachmentRecord(
+        var record = AttachmentRecord(
             id: item.id,
             filename: filename,
-            state: .queuedDownload,
+            state: mode == .eager ? .queuedDownload : .synced,
             timestamp: 0,
+            hasSynced: mode == .onDemand,
             mediaType: item.mediaType,
             metaData: item.metaData
         )
+        record.onDemand = mode == .onDemand
+        return record
     }
 }

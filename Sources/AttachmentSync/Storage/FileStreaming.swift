@@ -65,6 +65,34 @@ enum FileStreaming {
         return (size, hex(hasher.finalize()))
     }
 
+    /// Appends `source`'s bytes from `offset` on to the existing file `destination`, in chunks, flushing it
+    /// to disk. Progress counts the whole of `source`, the first `offset` bytes included.
+    static func append(
+        from source: URL, offset: Int64, to destination: URL, progress: TransferProgressHandler? = nil
+    ) async throws {
+        let total = (try? FileManager.default.attributesOfItem(atPath: source.path)[.size] as? NSNumber)?.int64Value
+        let input = try fileSystem(path: source.path) { try FileHandle(forReadingFrom: source) }
+        defer { try? input.close() }
+        let output = try fileSystem(path: destination.path) { try FileHandle(forWritingTo: destination) }
+        defer { try? output.close() }
+        var position = offset
+        try fileSystem(path: destination.path) {
+            try input.seek(toOffset: UInt64(max(offset, 0)))
+            try output.seekToEnd()
+        }
+        progress?(TransferProgress(completedBytes: min(position, total ?? position), totalBytes: total))
+        while true {
+            try Task.checkCancellation()
+            let chunk = try fileSystem(path: source.path) { try input.read(upToCount: chunkSize) } ?? Data()
+            if chunk.isEmpty { break }
+            try fileSystem(path: destination.path) { try output.write(contentsOf: chunk) }
+            position += Int64(chunk.count)
+            progress?(TransferProgress(completedBytes: position, totalBytes: total))
+            await Task.yield()
+        }
+        try fileSystem(path: destination.path) { try output.synchronize() }
+    }
+
     /// Creates (or truncates) the file at `url` for writing, with permissions 0644 less the umask.
     ///
     /// `open(2)` directly: `FileManager.createFile` writes an empty file atomically (a temporary file,

@@ -65,6 +65,11 @@ public struct FileSystemRemoteStorage: RemoteStorageAdapter {
     public func downloadFile(
         attachment: Attachment, to destination: URL, progress: @escaping TransferProgressHandler
     ) async throws {
+        let source = try existingFile(for: attachment)
+        _ = try await FileStreaming.copy(from: source, to: destination, progress: progress)
+    }
+
+    private func existingFile(for attachment: Attachment) throws -> URL {
         let source = try fileURL(for: attachment)
         guard FileManager.default.fileExists(atPath: source.path) else {
             throw AttachmentError(
@@ -75,7 +80,20 @@ public struct FileSystemRemoteStorage: RemoteStorageAdapter {
                 path: source.path
             )
         }
-        _ = try await FileStreaming.copy(from: source, to: destination, progress: progress)
+        return source
+    }
+
+    /// `true`: a download can resume from an offset.
+    public var supportsRangedDownloads: Bool { true }
+
+    /// Appends the file's bytes from `offset` on to `destination`, in chunks; throws
+    /// ``AttachmentError/Code-swift.struct/remoteNotFound`` when it does not exist.
+    public func downloadFile(
+        attachment: Attachment, appendingTo destination: URL, from offset: Int64,
+        progress: @escaping TransferProgressHandler
+    ) async throws {
+        let source = try existingFile(for: attachment)
+        try await FileStreaming.append(from: source, offset: offset, to: destination, progress: progress)
     }
 
     /// Deletes the file; succeeds when it does not exist.

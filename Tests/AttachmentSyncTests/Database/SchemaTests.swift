@@ -33,7 +33,7 @@ struct SchemaTests {
         #expect(
             attachmentColumns == [
                 "id", "filename", "local_uri", "timestamp", "size", "media_type", "state", "has_synced", "meta_data",
-                "content_hash", "attempts", "next_attempt_at", "last_error",
+                "content_hash", "attempts", "next_attempt_at", "last_error", "on_demand", "pinned", "last_used_at",
             ])
 
         let indexes = try await db.getAll(

@@ -57,17 +57,21 @@ struct DownloadAndArchiveTests {
         #expect(FileManager.default.contents(atPath: try #require(record.localUri)) == testBytes(300))
     }
 
-    @Test("with downloadAttachments off, nothing is downloaded")
+    @Test("with downloadAttachments off, records are made remote-only and nothing is downloaded")
     func downloadsOff() async throws {
         let device = try QueueHarness(watch: true) { $0.downloadAttachments = false }
         let remote = try device.memoryRemote
         await remote.setFile(testBytes(10), named: "p1.jpg")
         try await device.addChecklist("c1", photo: "p1")
         try await device.queue.startSync()
+        // The record is made, remote-only: on demand for everything.
+        try await device.waitForState("p1", .synced)
         try await device.queue.syncNow()
+        let record = try #require(try await device.queue.attachment(id: "p1"))
+        #expect(!record.contentAvailable)
+        #expect(record.isOnDemand)
         #expect(await remote.downloadCount == 0)
         #expect(try device.filesOnDisk().isEmpty)
-        #expect(try await device.state(of: "p1") == nil)
     }
 
     @Test("an unwatched synced file is archived and kept; watched again, it is restored without a download")

@@ -31,7 +31,7 @@ struct IncrementalReconcileTests {
 
     @Test("scoped decisions equal whole-table decisions over 500 random histories", arguments: [true, false])
     func scopedEqualsWhole(downloadAttachments: Bool) throws {
-        let reconciler = Reconciler(downloadAttachments: downloadAttachments)
+        let reconciler = Reconciler(policy: downloadAttachments ? .eager : .onDemand)
         var random = SplitMix64(seed: downloadAttachments ? 1 : 2)
         let universe = (0..<40).map { "id\($0)" }
         for history in 0..<500 {

@@ -24,7 +24,7 @@ struct ReferenceBugTests {
     func watchedFieldsHonoured() throws {
         let item = try WatchedAttachmentItem(
             id: "a1", filename: "contract.pdf", metaData: "m", mediaType: "application/pdf")
-        let decision = Reconciler(downloadAttachments: true).reconcile(items: [item], records: [:])
+        let decision = Reconciler(policy: .eager).reconcile(items: [item], records: [:])
         #expect(decision.inserts.map(\.filename) == ["contract.pdf"])
         #expect(decision.inserts.map(\.metaData) == ["m"])
         #expect(decision.inserts.map(\.mediaType) == ["application/pdf"])
@@ -110,17 +110,22 @@ struct DeciderTests {
         let items = try ["new", "archived-cached", "archived-evicted", "kept", "new"].map {
             try WatchedAttachmentItem(id: $0, fileExtension: "jpg")
         }
-        let decision = Reconciler(downloadAttachments: true).reconcile(items: items, records: records)
+        let decision = Reconciler(policy: .eager).reconcile(items: items, records: records)
         #expect(decision.inserts.map(\.id) == ["new"])
         #expect(decision.inserts.first?.state == .queuedDownload)
         #expect(decision.restores == ["archived-cached"])
         #expect(decision.requeues.map(\.id) == ["archived-evicted"])
         #expect(Set(decision.archives.map(\.id)) == ["synced-gone", "download-gone"])
 
-        let off = Reconciler(downloadAttachments: false).reconcile(items: items, records: records)
-        #expect(off.inserts.isEmpty)
-        #expect(off.requeues.isEmpty)
-        #expect(off.restores == ["archived-cached"])
+        // On demand: new and evicted ones become remote-only synced records, not downloads.
+        let onDemand = Reconciler(policy: .onDemand).reconcile(items: items, records: records)
+        #expect(onDemand.inserts.map(\.id) == ["new"])
+        #expect(onDemand.inserts.first?.state == .synced)
+        #expect(onDemand.inserts.first?.onDemand == true)
+        #expect(onDemand.inserts.first?.localPath == nil)
+        #expect(onDemand.requeues.map(\.id) == ["archived-evicted"])
+        #expect(onDemand.requeues.first?.state == .synced)
+        #expect(onDemand.restores == ["archived-cached"])
     }
 
     @Test("bad names are rejected with the reason, not inserted")
@@ -129,7 +134,7 @@ struct DeciderTests {
             WatchedAttachmentItem(id: "../x", fileExtension: "jpg"),
             WatchedAttachmentItem(id: "ok", filename: "a/b.jpg"),
         ]
-        let decision = Reconciler(downloadAttachments: true).reconcile(items: items, records: [:])
+        let decision = Reconciler(policy: .eager).reconcile(items: items, records: [:])
         #expect(decision.inserts.isEmpty)
         #expect(decision.rejected.map(\.error.code) == [.invalidName, .invalidName])
     }

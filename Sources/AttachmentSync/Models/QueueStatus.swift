@@ -1,0 +1,152 @@
+import Foundation
+
+/// A snapshot of the queue, from ``AttachmentQueue/status``: how many attachments are in each state and
+/// how big they are, what is transferring now, and what waits for a retry.
+public struct QueueStatus: Sendable {
+    /// How many attachments are in one state, and their bytes.
+    public struct Totals: Sendable, Hashable {
+        /// Attachments in the state.
+        public var count: Int
+        /// The sum of their sizes, where known.
+        public var bytes: Int64
+
+        /// Creates totals.
+        public init(count: Int, bytes: Int64) {
+            self.count = count
+            self.bytes = bytes
+        }
+    }
+
+    /// An attachment whose last transfer failed and that waits for its next attempt.
+    public struct Retry: Sendable, Hashable {
+        /// The attachment's id.
+        public var attachmentId: String
+        /// The state it waits in (upload, download or delete).
+        public var state: AttachmentState
+        /// Failed tries so far.
+        public var attempts: Int
+        /// When the next try may start.
+        public var nextAttemptAt: Date
+        /// The last failure's description.
+        public var lastError: String?
+    }
+
+    /// Totals per state; a state with no attachment is absent.
+    public var states: [AttachmentState: Totals]
+    /// The bytes of content on this device.
+    public var localContentBytes: Int64
+    /// Transfers in flight, with their progress, by attachment id.
+    public var transfers: [AttachmentProgress]
+    /// Bytes uploaded and downloaded since the queue was created.
+    public var bytesTransferred: Int64
+    /// Attachments waiting for a retry, soonest first.
+    public var waitingForRetry: [Retry]
+
+    /// How many attachments are in `state`.
+    public func count(_ state: AttachmentState) -> Int {
+        states[state]?.count ?? 0
+    }
+}
+
+extension AttachmentQueue {
+    /// One row of the status query: totals of a state, or one attachment waiting for a retry.
+    private struct StatusRow: Sendable {
+        var state: AttachmentState
+        var totals: QueueStatus.Totals?
+        var localBytes: Int64
+        var retry: QueueStatus.Retry?
+    }
+
+    /// Snapshots of the queue, each time the attachments table changes or a transfer makes progress (at
+    /// most as often as ``Configuration/progressInterval`` per transfer). The first comes at once. Each
+    /// access makes a new subscriber; stop iterating to end it.
+    ///
+    /// ```swift
+    /// for await status in queue.status {
+    ///     badge.text = "\(status.count(.queuedUpload)) to upload"
+    /// }
+    /// ```
+    public nonisolated var status: AsyncStream<QueueStatus> {
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: QueueStatus.self, bufferingPolicy: .bufferingNewest(1))
+        let db = db
+        let table = store.table
+        let progress = progressCenter
+        let task = Task {
+            let latestRows = LockedValue<[StatusRow]?>(nil)
+            let (changes, changed) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    do {
+                        let rows = try db.watch(sql: Self.statusSQL(table: table)) { try Self.statusRow($0) }
+                        for try await value in rows {
+                            latestRows.withLock { $0 = value }
+                            changed.yield()
+                        }
+                    } catch {}
+                    changed.finish()
+                }
+                group.addTask {
+                    for await _ in progress.listen() { changed.yield() }
+                }
+                for await _ in changes {
+                    guard let rows = latestRows.withLock({ $0 }) else { continue }
+                    continuation.yield(Self.snapshot(rows, progress: progress))
+                }
+                group.cancelAll()
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
+    private static func statusSQL(table: String) -> String {
+        """
+        SELECT 0 AS kind, state, count(*) AS n, CAST(total(size) AS INTEGER) AS bytes,
+               CAST(total(CASE WHEN local_uri IS NOT NULL THEN size END) AS INTEGER) AS local,
+               NULL AS id, NULL AS attempts, NULL AS next, NULL AS err
+        FROM \(table) GROUP BY state
+        UNION ALL
+        SELECT 1, state, NULL, NULL, 0, id, attempts, next_attempt_at, last_error
+        FROM \(table) WHERE next_attempt_at IS NOT NULL AND state IN (0, 1, 2)
+        """
+    }
+
+    private static func statusRow(_ cursor: SqlCursor) throws -> StatusRow {
+        let rawState = try cursor.getInt(name: "state")
+        let state = AttachmentState(rawValue: rawState) ?? .archived
+        if try cursor.getInt(name: "kind") == 0 {
+            return StatusRow(
+                state: state,
+                totals: QueueStatus.Totals(
+                    count: try cursor.getInt(name: "n"), bytes: try cursor.getInt64Optional(name: "bytes") ?? 0),
+                localBytes: try cursor.getInt64Optional(name: "local") ?? 0)
+        }
+        let next = try cursor.getInt64Optional(name: "next") ?? 0
+        return StatusRow(
+            state: state, localBytes: 0,
+            retry: QueueStatus.Retry(
+                attachmentId: try cursor.getString(name: "id"), state: state,
+                attempts: try cursor.getIntOptional(name: "attempts") ?? 0,
+                nextAttemptAt: Date(timeIntervalSince1970: Double(next) / 1000),
+                lastError: try cursor.getStringOptional(name: "err")))
+    }
+
+    private static func snapshot(_ rows: [StatusRow], progress: ProgressCenter) -> QueueStatus {
+        var states: [AttachmentState: QueueStatus.Totals] = [:]
+        var local: Int64 = 0
+        var retries: [QueueStatus.Retry] = []
+        for row in rows {
+            if let totals = row.totals { states[row.state] = totals }
+            if let retry = row.retry { retries.append(retry) }
+            local += row.localBytes
+        }
+        let (transfers, bytes) = progress.snapshot()
+        return QueueStatus(
+            states: states, localContentBytes: local, transfers: transfers, bytesTransferred: bytes,
+            waitingForRetry: retries.sorted {
+                ($0.nextAttemptAt, $0.attachmentId) < ($1.nextAttemptAt, $1.attachmentId)
+            })
+    }
+}
