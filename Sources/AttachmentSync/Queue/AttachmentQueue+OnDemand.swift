@@ -153,6 +153,8 @@ extension AttachmentQueue {
         }
         for waiter in (shared?.waiters ?? [:]).values { waiter.resume(with: result) }
         await transferFinished(record, outcome: outcome)
+        // New content may take the cache over its budget: a pass enforces it (while syncing).
+        if case .completed = outcome, configuration.maxCacheBytes != nil { trigger() }
     }
 
     // MARK: - Purging and pinning

@@ -45,11 +45,13 @@ final class QueueHarness: Sendable {
         remote: (any RemoteStorageAdapter)? = nil,
         localStorage: any LocalStorageAdapter = FileManagerStorageAdapter(),
         errorHandler: (any SyncErrorHandler)? = nil,
+        customWatch: CustomWatch? = nil,
         configure: (inout AttachmentQueue.Configuration) -> Void = { _ in }
     ) throws {
         let folder = try folder ?? TemporaryDirectory()
         self.folder = folder
-        db = try LocalDatabase(path: folder.path("app.sqlite"), schema: Self.schema)
+        let db = try LocalDatabase(path: folder.path("app.sqlite"), schema: Self.schema)
+        self.db = db
         self.remote = remote ?? InMemoryRemoteStorage()
         clock = ManualClock()
         var configuration = AttachmentQueue.Configuration(attachmentsDirectory: folder.path("attachments"))
@@ -65,7 +67,7 @@ final class QueueHarness: Sendable {
             db: db,
             remoteStorage: self.remote,
             configuration: configuration,
-            watchAttachments: watch ? Self.watchPhotos(db) : nil,
+            watchAttachments: customWatch.map { $0.make(db) } ?? (watch ? Self.watchPhotos(db) : nil),
             localStorage: localStorage,
             errorHandler: errorHandler
         )
@@ -133,6 +135,13 @@ final class QueueHarness: Sendable {
         await queue.close()
         try? await db.close()
     }
+}
+
+/// A watch other than the seed's, made from the harness's database. (A struct, not a closure, so that a
+/// trailing closure still goes to the harness's `configure`.)
+struct CustomWatch: Sendable {
+    let make:
+        @Sendable (LocalDatabase) -> @Sendable () throws -> AsyncThrowingStream<[WatchedAttachmentItem], any Error>
 }
 
 struct HarnessError: Error, CustomStringConvertible {

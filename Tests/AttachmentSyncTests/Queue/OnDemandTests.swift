@@ -1,0 +1,329 @@
+import AttachmentSyncTesting
+import Foundation
+import Synchronization
+import Testing
+
+@testable import AttachmentSync
+
+/// Watches every checklist's photo, with the checklist's description as the media type.
+@Sendable func watchPhotosWithMediaTypes(_ db: LocalDatabase)
+    -> @Sendable () throws -> AsyncThrowingStream<[WatchedAttachmentItem], any Error>
+{
+    {
+        try db.watch(sql: "SELECT photo_id, description FROM checklists WHERE photo_id IS NOT NULL") { cursor in
+            try WatchedAttachmentItem(
+                id: cursor.getString(name: "photo_id"), fileExtension: "bin",
+                mediaType: cursor.getStringOptional(name: "description"))
+        }
+    }
+}
+
+/// Every element of a finite sequence.
+func collect<Element: Sendable>(_ stream: AsyncStream<Element>) async -> [Element] {
+    var elements: [Element] = []
+    for await element in stream { elements.append(element) }
+    return elements
+}
+
+extension QueueHarness {
+    func addChecklist(_ id: String, photo: String, mediaType: String) async throws {
+        try await db.execute(
+            sql: "INSERT INTO checklists (id, description, completed, photo_id) VALUES (?, ?, 0, ?)",
+            parameters: [id, mediaType, photo])
+    }
+
+    func fileExists(_ name: String) -> Bool {
+        FileManager.default.fileExists(atPath: (attachmentsPath as NSString).appendingPathComponent(name))
+    }
+
+    func fileSize(_ name: String) -> Int? {
+        bytesOnDisk(name)?.count
+    }
+}
+
+@Suite("On-demand downloads, purge, progress, status, cache budget", .cleansUp)
+struct OnDemandTests {
+    static let imagesEagerly = DownloadPolicy.custom { item in
+        item.mediaType?.hasPrefix("image/") == true ? .eager : .onDemand
+    }
+
+    @Test("the policy splits by media type: images are downloaded, videos get a remote-only record")
+    func policySplit() async throws {
+        let device = try QueueHarness(customWatch: CustomWatch(make: watchPhotosWithMediaTypes)) {
+            $0.downloadPolicy = Self.imagesEagerly
+        }
+        let remote = try device.memoryRemote
+        await remote.setFile(testBytes(100, seed: 1), named: "img.bin")
+        await remote.setFile(testBytes(5000, seed: 2), named: "vid.bin")
+        try await device.queue.startSync()
+        try await device.addChecklist("c1", photo: "img", mediaType: "image/jpeg")
+        try await device.addChecklist("c2", photo: "vid", mediaType: "video/mp4")
+        try await device.waitForState("img", .synced)
+        try await device.waitForState("vid", .synced)
+        try await device.queue.syncNow()
+
+        let image = try #require(try await device.queue.attachment(id: "img"))
+        let video = try #require(try await device.queue.attachment(id: "vid"))
+        #expect(image.contentAvailable && !image.isOnDemand)
+        #expect(device.bytesOnDisk("img.bin") == testBytes(100, seed: 1))
+        #expect(!video.contentAvailable && video.isOnDemand)
+        #expect(video.mediaType == "video/mp4")
+        #expect(!device.fileExists("vid.bin"))
+        #expect(await remote.callLog.filter { $0.operation == .download }.map(\.filename) == ["img.bin"])
+
+        let fetched = try await device.queue.download(attachmentId: "vid")
+        #expect(fetched.contentAvailable)
+        #expect(fetched.state == .synced)
+        #expect(device.bytesOnDisk("vid.bin") == testBytes(5000, seed: 2))
+    }
+
+    @Test("10 concurrent download calls share one remote download and all get the attachment")
+    func singleFlight() async throws {
+        let device = try QueueHarness(customWatch: CustomWatch(make: watchPhotosWithMediaTypes)) {
+            $0.downloadPolicy = .onDemand
+        }
+        let remote = try device.memoryRemote
+        await remote.setFile(testBytes(200_000), named: "v.bin")
+        try await device.queue.startSync()
+        try await device.addChecklist("c1", photo: "v", mediaType: "video/mp4")
+        try await device.waitForState("v", .synced)
+
+        await remote.hold()
+        let queue = device.queue
+        let calls = (0..<10).map { _ in Task { try await queue.download(attachmentId: "v") } }
+        await remote.waitForInFlight(count: 1)
+        await remote.release()
+        var results: [AttachmentSync.Attachment] = []
+        for call in calls { results.append(try await call.value) }
+
+        #expect(results.allSatisfy { $0.contentAvailable && $0.localUri == results[0].localUri })
+        #expect(await remote.downloadCount == 1)
+        #expect(await remote.bytesServed == 200_000)
+        #expect(device.bytesOnDisk("v.bin") == testBytes(200_000))
+        // Content already here: at once, no remote call.
+        _ = try await device.queue.download(attachmentId: "v")
+        #expect(await remote.downloadCount == 1)
+    }
+
+    @Test("a cancelled download leaves no file under the final name; the next one resumes from the offset")
+    func cancelAndResume() async throws {
+        let device = try QueueHarness(customWatch: CustomWatch(make: watchPhotosWithMediaTypes)) {
+            $0.downloadPolicy = .onDemand
+        }
+        let remote = try device.memoryRemote
+        let content = testBytes(300_000, seed: 7)
+        await remote.setFile(content, named: "v.bin")
+        try await device.queue.startSync()
+        try await device.addChecklist("c1", photo: "v", mediaType: "video/mp4")
+        try await device.waitForState("v", .synced)
+
+        await remote.holdDownloads(atByte: 100_000)
+        let queue = device.queue
+        let first = Task { try await queue.download(attachmentId: "v") }
+        await remote.waitForHeldDownload()
+        first.cancel()
+        await #expect(throws: CancellationError.self) { try await first.value }
+        _ = try await withDeadline("the interrupted transfer to wind down") {
+            await queue.status.first { $0.transfers.isEmpty }
+        }
+        try await waitUntil("the remote call to end") { await remote.inFlightCount == 0 }
+
+        #expect(!device.fileExists("v.bin"), "no half file under the final name")
+        #expect(device.fileSize(FileName.downloadingName(for: "v.bin")) == 100_000)
+        #expect(try await device.queue.attachment(id: "v")?.contentAvailable == false)
+
+        await remote.release()
+        let fetched = try await device.queue.download(attachmentId: "v")
+        #expect(fetched.contentAvailable)
+        #expect(device.bytesOnDisk("v.bin") == content)
+        #expect(!device.fileExists(FileName.downloadingName(for: "v.bin")))
+        #expect(await remote.downloadCount == 2)
+        #expect(await remote.bytesServed == 300_000, "100,000 bytes, then the other 200,000")
+    }
+
+    @Test("purge removes the local content only; a later download brings it back")
+    func purgeRoundTrip() async throws {
+        let device = try QueueHarness(watch: true)
+        let remote = try device.memoryRemote
+        await remote.setFile(testBytes(4000, seed: 4), named: "p1.jpg")
+        try await device.queue.startSync()
+        try await device.addChecklist("c1", photo: "p1")
+        try await device.waitForState("p1", .synced)
+
+        let purged = try await device.queue.purge(attachmentId: "p1")
+        #expect(!purged.contentAvailable)
+        #expect(purged.state == .synced)
+        #expect(!device.fileExists("p1.jpg"))
+        #expect(await remote.file(named: "p1.jpg") == testBytes(4000, seed: 4), "the remote copy stays")
+        #expect(await remote.deleteCount == 0)
+
+        let again = try await device.queue.download(attachmentId: "p1")
+        #expect(again.contentAvailable)
+        #expect(device.bytesOnDisk("p1.jpg") == testBytes(4000, seed: 4))
+        #expect(await remote.downloadCount == 2)
+    }
+
+    @Test("purging content not uploaded yet is refused: it is the only copy")
+    func purgeRefusesPendingUpload() async throws {
+        let device = try QueueHarness()
+        let saved = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
+        let error = await #expect(throws: AttachmentError.self) {
+            try await device.queue.purge(attachmentId: saved.id)
+        }
+        #expect(error?.code == .invalidState)
+        #expect(device.bytesOnDisk("\(saved.id).jpg") == testBytes(10))
+        await #expect(throws: AttachmentError.self) { try await device.queue.purge(attachmentId: "nope") }
+    }
+
+    @Test("progress of a download and of an upload is monotonic and ends with the final state")
+    func progressSequences() async throws {
+        let device = try QueueHarness(customWatch: CustomWatch(make: watchPhotosWithMediaTypes)) {
+            $0.downloadPolicy = .onDemand
+            $0.progressInterval = .zero
+        }
+        let remote = try device.memoryRemote
+        await remote.setFile(testBytes(1_000_000), named: "v.bin")
+        try await device.queue.startSync()
+        try await device.addChecklist("c1", photo: "v", mediaType: "video/mp4")
+        try await device.waitForState("v", .synced)
+
+        let updates = Task { await collect(device.queue.progress(attachmentId: "v")) }
+        // Subscribed before the download starts: the stream waits for it.
+        try await waitUntil("the subscription") { true }
+        _ = try await device.queue.download(attachmentId: "v")
+        let downloads = try await withDeadline("the download's progress to end") { await updates.value }
+        #expect(downloads.count >= 3)
+        #expect(zip(downloads, downloads.dropFirst()).allSatisfy { $0.completedBytes <= $1.completedBytes })
+        #expect(downloads.allSatisfy { $0.direction == .download })
+        let last = try #require(downloads.last)
+        #expect(last.status.description == "finished")
+        #expect(last.completedBytes == 1_000_000)
+        #expect(downloads.dropLast().allSatisfy { !$0.status.isFinal })
+
+        // An upload, and a failed one.
+        await remote.failNext(.upload, with: InMemoryRemoteStorage.offlineError)
+        await device.queue.stopSync()
+        let saved = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
+        let uploadUpdates = Task { await collect(device.queue.progress(attachmentId: saved.id)) }
+        try await device.queue.syncNow()
+        let uploads = try await withDeadline("the upload's progress to end") { await uploadUpdates.value }
+        #expect(uploads.last?.direction == .upload)
+        #expect(uploads.last?.status.description == "failed(remoteUnavailable)")
+
+        // Nothing left to transfer: one final update, then the end.
+        let done = try await withDeadline("an idle attachment's progress") {
+            await collect(device.queue.progress(attachmentId: "v"))
+        }
+        #expect(done.map(\.status.description) == ["finished"])
+    }
+
+    @Test("status counts and bytes match the table; failures wait for retry with their error")
+    func statusMatchesTable() async throws {
+        let device = try QueueHarness(watch: true) { $0.retryBackoff = RetryBackoff(jitter: false) }
+        let remote = try device.memoryRemote
+        await remote.setFile(testBytes(300), named: "p1.jpg")
+        await remote.setFile(testBytes(500), named: "p2.jpg")
+        try await device.queue.startSync()
+        try await device.addChecklist("c1", photo: "p1")
+        try await device.addChecklist("c2", photo: "p2")
+        try await device.addChecklist("c3", photo: "missing")
+        try await device.waitForState("p1", .synced)
+        try await device.waitForState("p2", .synced)
+
+        let snapshot = try await withDeadline("a status with the failed download") {
+            await device.queue.status.first { $0.waitingForRetry.count == 1 && $0.count(.synced) == 2 }
+        }
+        let status = try #require(snapshot)
+        let rows = try await device.db.getAll(
+            sql: "SELECT state, count(*) AS n, CAST(total(size) AS INTEGER) AS bytes FROM attachments GROUP BY state"
+        ) { (try $0.getInt(name: "state"), try $0.getInt(name: "n"), try $0.getInt64Optional(name: "bytes") ?? 0) }
+        for (state, count, bytes) in rows {
+            let key = try #require(AttachmentState(rawValue: state))
+            let totals = try #require(status.states[key])
+            #expect(totals.count == count)
+            #expect(totals.bytes == bytes)
+        }
+        #expect(status.states.values.map(\.count).reduce(0, +) == 3)
+        #expect(status.localContentBytes == 800)
+        let retry = try #require(status.waitingForRetry.first)
+        #expect(retry.attachmentId == "missing")
+        #expect(retry.state == .queuedDownload)
+        #expect(retry.attempts >= 1)
+        #expect(retry.lastError?.contains("remoteNotFound") == true)
+        #expect(retry.nextAttemptAt > device.clock.date)
+        #expect(status.bytesTransferred >= 800)
+    }
+
+    @Test("over the byte budget, archived content goes first, then the least recently used on-demand; pinned stays")
+    func cacheBudget() async throws {
+        let device = try QueueHarness(customWatch: CustomWatch(make: watchPhotosWithMediaTypes)) {
+            $0.downloadPolicy = .custom { $0.id == "e" ? .eager : .onDemand }
+            $0.maxCacheBytes = 250
+        }
+        let remote = try device.memoryRemote
+        for id in ["a", "b", "c", "d", "e"] { await remote.setFile(testBytes(100), named: "\(id).bin") }
+        let events = device.queue.events
+        try await device.queue.startSync()
+        for id in ["a", "b", "c", "d", "e"] { try await device.addChecklist("c-\(id)", photo: id, mediaType: "x/y") }
+        try await device.waitForState("e", .synced)
+        // e is cached but no longer referred to: archived, content kept.
+        try await device.db.execute(sql: "DELETE FROM checklists WHERE id = 'c-e'")
+        try await device.waitForState("e", .archived)
+        await device.queue.stopSync()
+
+        try await device.queue.pin(attachmentId: "b")
+        for id in ["a", "b", "c", "d"] {
+            await device.clock.advance(by: .seconds(1))
+            _ = try await device.queue.download(attachmentId: id)
+        }
+        // 500 bytes on disk, 250 allowed: e (archived), then a and c (least recently used); b is pinned.
+        try await device.queue.syncNow()
+
+        #expect(try await device.state(of: "e") == nil, "the archived record goes with its content")
+        for (id, kept) in [("a", false), ("b", true), ("c", false), ("d", true)] {
+            let attachment = try #require(try await device.queue.attachment(id: id))
+            #expect(attachment.contentAvailable == kept, "\(id)")
+            #expect(attachment.state == .synced, "\(id) stays, remote-only when evicted")
+            #expect(device.fileExists("\(id).bin") == kept, "\(id)")
+        }
+        var evicted: [String] = []
+        for await event in events {
+            if case .evicted(let id, let bytes) = event {
+                #expect(bytes == 100)
+                evicted.append(id)
+            }
+            if evicted.count == 3 { break }
+        }
+        #expect(evicted == ["e", "a", "c"])
+    }
+
+    @Test("events report uploads and give-ups with typed errors")
+    func eventsReportOutcomes() async throws {
+        let device = try QueueHarness { $0.maxAttempts = 1 }
+        let remote = try device.memoryRemote
+        let events = device.queue.events
+        let good = try await device.queue.saveFile(data: testBytes(64), mediaType: nil, fileExtension: "jpg")
+        try await device.queue.syncNow()
+        await remote.setAlwaysFailing(.upload, with: InMemoryRemoteStorage.offlineError)
+        let bad = try await device.queue.saveFile(data: testBytes(8), mediaType: nil, fileExtension: "jpg")
+        try await device.queue.syncNow()
+
+        var seen: [String] = []
+        for await event in events {
+            switch event {
+            case .uploaded(let id, let bytes):
+                #expect(id == good.id && bytes == 64)
+                seen.append("uploaded")
+            case .gaveUp(let id, let error, let attempts):
+                #expect(id == bad.id && attempts == 1)
+                #expect(error.code == .remoteUnavailable)
+                seen.append("gaveUp")
+            default:
+                break
+            }
+            if seen.count == 2 { break }
+        }
+        #expect(seen == ["uploaded", "gaveUp"])
+        #expect(try await device.state(of: bad.id) == .archived)
+    }
+}
