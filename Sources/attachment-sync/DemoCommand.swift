@@ -23,6 +23,10 @@ struct DemoCommand: AsyncParsableCommand {
             are in each state and how many bytes are on disk, and compares every copy with its original, \
             byte for byte.
 
+            With --on-demand, B's queue downloads nothing by itself: B gets a record per photo (metadata, \
+            no content), then fetches the first few on request, showing their progress, and purges one \
+            (its content goes, its record stays, the remote copy too). Steps 3 and 4 follow as before.
+
             The command exits with status 0 and prints "demo converged" when every step finished in time \
             and every copy matched. Otherwise it exits with a non-zero status and explains what went wrong.
             """
@@ -35,6 +39,13 @@ struct DemoCommand: AsyncParsableCommand {
     /// The time the whole demo may take.
     @Option(help: ArgumentHelp("How long the demo may take before it gives up, in seconds.", valueName: "seconds"))
     var timeout: Double = 60
+
+    /// Whether device B fetches photos only on request.
+    @Flag(
+        help: ArgumentHelp(
+            "Device B receives the records only, then fetches a few photos on request, with progress, and "
+                + "purges one."))
+    var onDemand = false
 
     /// Whether to keep the working folder.
     @Flag(help: "Keep the temporary folder (databases, attachment folders, remote) to look at afterwards.")
@@ -67,6 +78,7 @@ struct DemoCommand: AsyncParsableCommand {
         }
         let scenario = DemoScenario(
             count: count,
+            onDemand: onDemand,
             timeout: .milliseconds(Int64((timeout * 1000).rounded())),
             root: root,
             console: console,

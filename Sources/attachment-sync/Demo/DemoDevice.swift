@@ -33,6 +33,7 @@ struct DemoDevice: Sendable {
     ///   - remote: The remote storage both devices share.
     ///   - syncInterval: The queue's periodic pass interval.
     ///   - syncThrottleDuration: The queue's shortest time between passes triggered by changes.
+    ///   - downloadPolicy: Which photos the queue downloads as soon as a row refers to them.
     ///   - logger: Where the library logs, or `nil` to keep it quiet.
     init(
         name: String,
@@ -40,6 +41,7 @@ struct DemoDevice: Sendable {
         remote: any RemoteStorageAdapter,
         syncInterval: Duration,
         syncThrottleDuration: Duration,
+        downloadPolicy: DownloadPolicy = .eager,
         logger: Logger?
     ) throws {
         self.name = name
@@ -50,6 +52,7 @@ struct DemoDevice: Sendable {
         )
         configuration.syncInterval = syncInterval
         configuration.syncThrottleDuration = syncThrottleDuration
+        configuration.downloadPolicy = downloadPolicy
         if var logger {
             logger[metadataKey: "device"] = "\(name)"
             databaseConfiguration.logger = logger

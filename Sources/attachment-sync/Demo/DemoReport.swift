@@ -61,6 +61,14 @@ enum DemoReport {
     }
 
     /// `2203123 B (2.1 MiB)`: exact, then readable.
+    /// A 20-cell bar and a percentage for `fraction` (0 to 1).
+    static func progressBar(_ fraction: Double) -> String {
+        let clamped = min(max(fraction, 0), 1)
+        let filled = Int((clamped * 20).rounded(.down))
+        return "[" + String(repeating: "#", count: filled) + String(repeating: "-", count: 20 - filled) + "] "
+            + String(format: "%3d%%", Int((clamped * 100).rounded(.down)))
+    }
+
     static func bytesWithUnit(_ count: Int) -> String {
         count < 1024 ? "\(count) B" : "\(count) B (\(bytes(count)))"
     }

@@ -11,6 +11,8 @@ import Logging
 struct DemoScenario: Sendable {
     /// How many checklist items (and photos) device A creates.
     let count: Int
+    /// Whether device B fetches photos only on request (`--on-demand`).
+    let onDemand: Bool
     /// The time the whole scenario may take.
     let timeout: Duration
     /// The demo's working folder.
@@ -110,8 +112,20 @@ struct DemoScenario: Sendable {
             remote: remote,
             syncInterval: Self.syncInterval,
             syncThrottleDuration: Self.syncThrottleDuration,
+            downloadPolicy: name == "B" && onDemand ? .onDemand : .eager,
             logger: logger
         )
+    }
+
+    /// How many photos B fetches on request with `--on-demand`.
+    var fetchedOnDemand: Int { min(3, count) }
+
+    /// The photos B holds content for at the end: all of them, or with `--on-demand` the ones fetched and
+    /// not purged.
+    private func keptOnB(_ photos: [Photo]) -> [Photo] {
+        guard onDemand else { return photos }
+        let fetched = Array(photos.prefix(fetchedOnDemand))
+        return fetched.count > 1 ? Array(fetched.dropLast()) : fetched
     }
 
     private func describeLayout(_ a: DemoDevice, _ b: DemoDevice, _ remote: FileSystemRemoteStorage) {
@@ -147,15 +161,19 @@ struct DemoScenario: Sendable {
     ) async throws {
         let stage = Stage(a: a, b: b, remote: remote, deadline: deadline)
         let photos = try await captureAndUpload(stage)
-        try await syncRowsAndDownload(stage, photos: photos)
+        if onDemand {
+            try await syncRowsOnDemand(stage, photos: photos)
+        } else {
+            try await syncRowsAndDownload(stage, photos: photos)
+        }
         guard let deleted = photos.first else {
             throw DemoFailure("the demo has no photo to delete")
         }
         try await deleteOnA(stage, photo: deleted)
         try await archiveOnB(stage, photo: deleted)
-        // The end state: every remaining photo still matches everywhere.
-        _ = try await compareCopies(of: Array(photos.dropFirst()), stage)
-        try await checkFinalState(stage)
+        // The end state: every remaining photo B holds still matches everywhere.
+        _ = try await compareCopies(of: Array(keptOnB(photos).dropFirst()), stage)
+        try await checkFinalState(stage, filesOnB: keptOnB(photos).count)
     }
 
     /// Step 1, device A: the inspector ticks every item and takes a photo of it; the queue uploads them.
@@ -208,6 +226,85 @@ struct DemoScenario: Sendable {
             )
         }
         return photos
+    }
+
+    /// Step 2 with `--on-demand`: B receives the rows and makes a record per photo without fetching it;
+    /// then it fetches the first few on request, with progress bars, and purges one of them.
+    private func syncRowsOnDemand(_ stage: Stage, photos: [Photo]) async throws {
+        let b = stage.b
+        console.line()
+        console.line("2. the checklist rows reach B, whose queue downloads photos only on request")
+        let started = ContinuousClock.now
+        try await copyRowsToB(stage)
+        try await wait("B to record every photo", since: started, deadline: stage.deadline) {
+            let snapshot = try await b.snapshot()
+            let remoteOnly = snapshot.records(in: .synced).filter { !$0.contentAvailable && $0.isOnDemand }
+            return Poll(
+                completed: remoteOnly.count,
+                total: count,
+                line: "B  \(remoteOnly.count)/\(count) records, remote-only  (\(snapshot.files.count) files on disk)",
+                isDone: remoteOnly.count == count && snapshot.records.count == count && snapshot.files.isEmpty
+            )
+        }
+        let fetched = Array(photos.prefix(fetchedOnDemand))
+        console.line("   B opens \(fetched.count) of them:")
+        for photo in fetched {
+            let id = photo.attachmentId
+            let updates = b.queue.progress(attachmentId: id)
+            let console = console
+            let bar = Task {
+                var last: AttachmentProgress?
+                for await update in updates {
+                    last = update
+                    console.status(
+                        "B  fetching \(id)  \(DemoReport.progressBar(update.fractionCompleted ?? 0))  "
+                            + "\(DemoReport.bytes(Int(update.completedBytes)))",
+                        milestone: update.status.isFinal)
+                }
+                return last
+            }
+            let attachment = try await b.queue.download(attachmentId: id)
+            let final = await bar.value
+            console.endStatus()
+            guard let path = attachment.localUri, (try? Data(contentsOf: URL(fileURLWithPath: path))) == photo.data
+            else {
+                throw DemoFailure("byte check failed: B's fetched copy of \(id) differs from the photo A took")
+            }
+            guard final?.status.description == "finished" else {
+                throw DemoFailure("the progress of \(id) ended with \(final.map { "\($0.status)" } ?? "nothing")")
+            }
+        }
+        console.line("   bytes: the \(fetched.count) fetched photos are identical to the ones A took")
+        guard fetched.count > 1, let purged = fetched.last else { return }
+        let after = try await b.queue.purge(attachmentId: purged.attachmentId)
+        let remoteFile = stage.remote.directory.appendingPathComponent("\(purged.attachmentId).jpg")
+        guard !after.contentAvailable, after.state == .synced, FileManager.default.fileExists(atPath: remoteFile.path)
+        else {
+            throw DemoFailure("purging \(purged.attachmentId) on B did not leave a remote-only record")
+        }
+        console.line("   B purges \(purged.attachmentId): its file is gone, its record stays, the remote copy too")
+    }
+
+    /// Copies A's checklist rows into B's database, as row sync would.
+    private func copyRowsToB(_ stage: Stage) async throws {
+        let rowsOfA = try await stage.a.db.getAll(
+            sql: "SELECT id, description, completed, photo_id FROM checklists ORDER BY id"
+        ) { cursor in
+            ChecklistRow(
+                id: try cursor.getString(name: "id"),
+                description: try cursor.getStringOptional(name: "description"),
+                completed: try cursor.getIntOptional(name: "completed"),
+                photoId: try cursor.getStringOptional(name: "photo_id")
+            )
+        }
+        try await stage.b.db.writeTransaction { tx in
+            for row in rowsOfA {
+                try tx.execute(
+                    sql: "INSERT INTO checklists (id, description, completed, photo_id) VALUES (?, ?, ?, ?)",
+                    arguments: [row.id, row.description, row.completed, row.photoId]
+                )
+            }
+        }
     }
 
     /// Step 2, row sync stand-in: B receives A's checklist rows, and its queue downloads the photos they
@@ -388,7 +485,7 @@ struct DemoScenario: Sendable {
 
     /// Checks the end state: A has `count - 1` synced photos, B the same plus one archived, the remote
     /// `count - 1` files; each device's folder holds exactly its records' files.
-    private func checkFinalState(_ stage: Stage) async throws {
+    private func checkFinalState(_ stage: Stage, filesOnB: Int) async throws {
         let aState = try await stage.a.snapshot()
         let bState = try await stage.b.snapshot()
         let remoteFiles = try DemoSnapshot.regularFiles(in: stage.remote.directory)
@@ -400,7 +497,9 @@ struct DemoScenario: Sendable {
             problems.append("B should hold \(count - 1) synced records and 1 archived, not \(describe(bState))")
         }
         if aState.files.count != count - 1 { problems.append("A's folder has \(aState.files.count) files") }
-        if bState.files.count != count { problems.append("B's folder has \(bState.files.count) files") }
+        if bState.files.count != filesOnB {
+            problems.append("B's folder has \(bState.files.count) files, not \(filesOnB)")
+        }
         if remoteFiles.count != count - 1 { problems.append("the remote folder has \(remoteFiles.count) files") }
         guard problems.isEmpty else {
             throw DemoFailure("unexpected end state: " + problems.joined(separator: "; "))

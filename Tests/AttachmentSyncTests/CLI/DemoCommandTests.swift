@@ -29,6 +29,26 @@ struct DemoCommandTests {
         #expect(result.standardOutput.contains("removed "))
     }
 
+    @Test("with --on-demand, B records every photo, fetches three with progress, purges one")
+    func demoOnDemand() async throws {
+        // Given the built command line tool
+        let tool = try CommandLineTool.locate()
+
+        // When the on-demand demo runs with six photos
+        let result = try await tool.run(["demo", "--on-demand", "--count", "6", "--timeout", "20"])
+
+        // Then B holds six records but only the fetched, unpurged content: the archived first photo and one
+        #expect(result.status == 0, "stderr: \(result.standardError)")
+        #expect(result.standardOutput.contains("demo converged"))
+        #expect(result.standardOutput.contains("6/6 records, remote-only"))
+        #expect(result.standardOutput.contains("100%"))
+        #expect(result.standardOutput.contains("its record stays, the remote copy too"))
+        let tableRows = result.standardOutput.split(separator: "\n").map { $0.split(separator: " ") }
+        #expect(tableRows.contains { $0.starts(with: ["A", "0", "0", "0", "5", "0", "5"]) })
+        #expect(tableRows.contains { $0.starts(with: ["B", "0", "0", "0", "5", "1", "2"]) })
+        #expect(tableRows.contains { $0.starts(with: ["remote", "-", "-", "-", "-", "-", "5"]) })
+    }
+
     @Test("rejects a count below one with a clear message and a non-zero status")
     func demoRejectsZeroCount() async throws {
         // Given the built command line tool
