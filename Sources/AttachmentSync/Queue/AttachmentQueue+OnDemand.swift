@@ -63,6 +63,11 @@ extension AttachmentQueue {
             attachmentId: id)
     }
 
+    /// How many callers wait for the download of `id` asked for (for tests).
+    func downloadWaiters(for id: String) -> Int {
+        sharedDownloads[id]?.waiters.count ?? 0
+    }
+
     private func readRecord(_ id: String) async throws -> AttachmentRecord? {
         let store = store
         return try await db.readTransaction { tx in try store.record(id: id, in: tx) }

@@ -141,6 +141,85 @@ struct OnDemandTests {
         #expect(await remote.bytesServed == 300_000, "100,000 bytes, then the other 200,000")
     }
 
+    @Test("one caller cancelling does not stop a download another caller still waits for")
+    func cancelOneOfTwoWaiters() async throws {
+        let device = try QueueHarness(customWatch: CustomWatch(make: watchPhotosWithMediaTypes)) {
+            $0.downloadPolicy = .onDemand
+        }
+        let remote = try device.memoryRemote
+        await remote.setFile(testBytes(200_000), named: "v.bin")
+        try await device.queue.startSync()
+        try await device.addChecklist("c1", photo: "v", mediaType: "video/mp4")
+        try await device.waitForState("v", .synced)
+
+        await remote.holdDownloads(atByte: 64 * 1024)
+        let queue = device.queue
+        let leaving = Task { try await queue.download(attachmentId: "v") }
+        await remote.waitForHeldDownload()
+        let staying = Task { try await queue.download(attachmentId: "v") }
+        try await waitUntil("the second caller to join") { await queue.downloadWaiters(for: "v") == 2 }
+        leaving.cancel()
+        await #expect(throws: CancellationError.self) { try await leaving.value }
+        await remote.release()
+        let attachment = try await staying.value
+        #expect(attachment.contentAvailable)
+        #expect(device.bytesOnDisk("v.bin") == testBytes(200_000))
+        #expect(await remote.downloadCount == 1, "the shared transfer went on")
+    }
+
+    @Test("an interrupted download resumes after the app restarts")
+    func resumeAfterRestart() async throws {
+        let folder = try TemporaryDirectory()
+        let remote = InMemoryRemoteStorage()
+        let content = testBytes(300_000, seed: 9)
+        await remote.setFile(content, named: "v.bin")
+        let first = try QueueHarness(
+            folder: folder, remote: remote, customWatch: CustomWatch(make: watchPhotosWithMediaTypes)
+        ) { $0.downloadPolicy = .onDemand }
+        try await first.queue.startSync()
+        try await first.addChecklist("c1", photo: "v", mediaType: "video/mp4")
+        try await first.waitForState("v", .synced)
+        await remote.holdDownloads(atByte: 128 * 1024)
+        let queue = first.queue
+        let interrupted = Task { try await queue.download(attachmentId: "v") }
+        await remote.waitForHeldDownload()
+        // The app goes away mid-download.
+        await first.close()
+        _ = await interrupted.result
+        #expect(first.fileSize(FileName.downloadingName(for: "v.bin")) == 128 * 1024)
+
+        await remote.release()
+        let second = try QueueHarness(
+            folder: folder, remote: remote, customWatch: CustomWatch(make: watchPhotosWithMediaTypes)
+        ) { $0.downloadPolicy = .onDemand }
+        let fetched = try await second.queue.download(attachmentId: "v")
+        #expect(fetched.contentAvailable)
+        #expect(second.bytesOnDisk("v.bin") == content)
+        #expect(await remote.bytesServed == 300_000, "128 KiB before the restart, the rest after")
+    }
+
+    @Test("progress updates are throttled to 1 % steps when the clock does not move")
+    func progressThrottled() async throws {
+        let device = try QueueHarness(customWatch: CustomWatch(make: watchPhotosWithMediaTypes)) {
+            $0.downloadPolicy = .onDemand
+            $0.progressInterval = .seconds(1)
+        }
+        let remote = try device.memoryRemote
+        // 10 MiB in 64 KiB chunks: 160 callbacks from the remote.
+        await remote.setFile(testBytes(10 * 1024 * 1024), named: "v.bin")
+        try await device.queue.startSync()
+        try await device.addChecklist("c1", photo: "v", mediaType: "video/mp4")
+        try await device.waitForState("v", .synced)
+
+        let updates = Task { await collect(device.queue.progress(attachmentId: "v")) }
+        _ = try await device.queue.download(attachmentId: "v")
+        let seen = try await withDeadline("the progress to end") { await updates.value }
+        // The manual clock stands still, so only 1 % steps (at most 100), the start and the end go out.
+        #expect(seen.count <= 103)
+        #expect(seen.count >= 50, "about every 1.6 % of the file (one 64 KiB chunk)")
+        #expect(seen.last?.completedBytes == Int64(10 * 1024 * 1024))
+    }
+
     @Test("purge removes the local content only; a later download brings it back")
     func purgeRoundTrip() async throws {
         let device = try QueueHarness(watch: true)
@@ -276,6 +355,9 @@ struct OnDemandTests {
             await device.clock.advance(by: .seconds(1))
             _ = try await device.queue.download(attachmentId: id)
         }
+        // e, archived, is the most recently used: archived content still goes first.
+        await device.clock.advance(by: .seconds(1))
+        _ = try await device.queue.download(attachmentId: "e")
         // 500 bytes on disk, 250 allowed: e (archived), then a and c (least recently used); b is pinned.
         try await device.queue.syncNow()
 
