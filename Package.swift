@@ -13,6 +13,7 @@ let package = Package(
     products: [
         .library(name: "AttachmentSync", targets: ["AttachmentSync"]),
         .library(name: "AttachmentSyncTesting", targets: ["AttachmentSyncTesting"]),
+        .library(name: "AttachmentSyncS3", targets: ["AttachmentSyncS3"]),
         .executable(name: "attachment-sync", targets: ["attachment-sync"]),
         .executable(name: "attachment-sync-bench", targets: ["attachment-sync-bench"]),
     ],
@@ -21,6 +22,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         .target(
@@ -35,6 +38,18 @@ let package = Package(
         .target(
             name: "AttachmentSyncTesting",
             dependencies: ["AttachmentSync"],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "AttachmentSyncS3",
+            dependencies: [
+                "AttachmentSync",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strictSettings
         ),
         .executableTarget(
@@ -59,6 +74,19 @@ let package = Package(
                 "AttachmentSyncTesting",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "AttachmentSyncS3Tests",
+            dependencies: [
+                "AttachmentSync", "AttachmentSyncS3", "AttachmentSyncTesting",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            resources: [.copy("Resources")],
             swiftSettings: strictSettings
         ),
         .testTarget(

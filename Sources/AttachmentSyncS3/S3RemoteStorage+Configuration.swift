@@ -1,0 +1,163 @@
+import AttachmentSync
+import Foundation
+import Logging
+
+extension S3RemoteStorage {
+    /// How the bucket is named in request URLs.
+    public enum Addressing: Sendable, Hashable {
+        /// `https://endpoint/bucket/key`: works with every S3-compatible server (Ceph, MinIO, a local gateway)
+        /// and with buckets whose names contain dots.
+        case path
+        /// `https://bucket.endpoint/key`: what AWS prefers; the bucket's host name must resolve.
+        case virtualHost
+    }
+
+    /// Where the adapter gets the keys it signs requests with.
+    public enum CredentialsProvider: Sendable {
+        /// Fixed keys, with an optional session token (the default is `nil`).
+        case `static`(accessKeyId: String, secretAccessKey: String, sessionToken: String? = nil)
+        /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and (optionally) `AWS_SESSION_TOKEN` from the process's
+        /// environment, read at each request.
+        case environment
+        /// Your closure, for apps that fetch temporary credentials from their backend. The adapter caches what
+        /// it returns and calls it again a few minutes (``Configuration/credentialsRefreshMargin``) before
+        /// ``S3Credentials/expiration``, or after the server refuses the credentials; concurrent requests share
+        /// one call.
+        case custom(@Sendable () async throws -> S3Credentials)
+    }
+
+    /// Every option of ``S3RemoteStorage``, with its default.
+    ///
+    /// ```swift
+    /// var configuration = S3RemoteStorage.Configuration(
+    ///     endpoint: URL(string: "https://s3.eu-west-1.amazonaws.com")!,
+    ///     region: "eu-west-1",
+    ///     bucket: "my-app-attachments",
+    ///     credentials: .environment
+    /// )
+    /// configuration.keyPrefix = "attachments/"
+    /// let storage = try S3RemoteStorage(configuration: configuration)
+    /// ```
+    public struct Configuration: Sendable {
+        /// The server's base URL, `https://s3.eu-west-1.amazonaws.com` or `http://127.0.0.1:7480` say. A path
+        /// in it is kept in front of every request's path.
+        public var endpoint: URL
+        /// The region requests are signed for. Servers that ignore regions (Ceph, MinIO) accept `us-east-1`.
+        public var region: String
+        /// The bucket that holds the files.
+        public var bucket: String
+        /// Where the keys come from.
+        public var credentials: CredentialsProvider
+        /// Prepended to every ``AttachmentSync/Attachment/filename`` to make its object key (`attachments/`,
+        /// say), so several apps or users can share a bucket. The default is `""`.
+        public var keyPrefix: String = ""
+        /// How the bucket is named in URLs. The default is ``Addressing/path``.
+        public var addressing: Addressing = .path
+        /// Files larger than this are uploaded in parts (multipart upload), resumable after a restart; at least
+        /// 5 MiB. The default is 16 MiB.
+        public var multipartThreshold: Int64 = 16 * 1024 * 1024
+        /// The size of each part of a multipart upload, at least 5 MiB (S3's minimum). A file so large that it
+        /// would need more than 10,000 parts (S3's maximum) uses bigger parts. The default is 8 MiB.
+        public var partSize: Int64 = 8 * 1024 * 1024
+        /// How many parts of one file are uploaded at once, at least 1. The default is 4.
+        public var partConcurrency: Int = 4
+        /// How long connecting to the server may take. Applies to the client the adapter creates, not to one
+        /// you pass in. The default is 10 seconds.
+        public var connectTimeout: Duration = .seconds(10)
+        /// How long a request may go without sending or receiving a byte before it fails with
+        /// ``AttachmentSync/AttachmentError/Code-swift.struct/remoteUnavailable``; a transfer that keeps
+        /// moving is never cut off. Applies to the client the adapter creates, not to one you pass in. The
+        /// default is 60 seconds.
+        public var requestTimeout: Duration = .seconds(60)
+        /// How long before temporary credentials expire the adapter asks its provider for new ones. The default
+        /// is 5 minutes.
+        public var credentialsRefreshMargin: Duration = .seconds(300)
+        /// The folder that holds the state of multipart uploads in progress (one small JSON file each: upload
+        /// id and completed parts), so an upload interrupted by a crash or restart continues with the missing
+        /// parts. The default is `AttachmentSyncS3/multipart-uploads` in the user's caches folder (the
+        /// temporary folder when there is none).
+        public var stateDirectory: URL = Configuration.defaultStateDirectory
+        /// Where the adapter logs requests and failures, at debug level; never credentials or file contents.
+        /// The default discards everything.
+        public var logger: Logger = Logger(label: "AttachmentSyncS3.S3RemoteStorage") { _ in SwiftLogNoOpLogHandler() }
+
+        /// Sees every request before it is sent (tests count and fail requests with it).
+        var requestObserver: RequestObserver?
+
+        /// Creates a configuration with the given server, bucket and credentials, and defaults for the rest.
+        ///
+        /// - Parameters:
+        ///   - endpoint: The server's base URL.
+        ///   - region: The region to sign for. The default is `us-east-1`.
+        ///   - bucket: The bucket.
+        ///   - credentials: Where the keys come from.
+        ///   - keyPrefix: Prepended to every filename. The default is `""`.
+        ///   - addressing: Path-style or virtual-host URLs. The default is ``Addressing/path``.
+        public init(
+            endpoint: URL, region: String = "us-east-1", bucket: String, credentials: CredentialsProvider,
+            keyPrefix: String = "", addressing: Addressing = .path
+        ) {
+            self.endpoint = endpoint
+            self.region = region
+            self.bucket = bucket
+            self.credentials = credentials
+            self.keyPrefix = keyPrefix
+            self.addressing = addressing
+        }
+
+        /// The default ``stateDirectory``.
+        public static var defaultStateDirectory: URL {
+            let base =
+                FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
+                ?? FileManager.default.temporaryDirectory
+            return base.appendingPathComponent("AttachmentSyncS3", isDirectory: true)
+                .appendingPathComponent("multipart-uploads", isDirectory: true)
+        }
+
+        /// The smallest part S3 accepts (except for the last part): 5 MiB.
+        public static let minimumPartSize: Int64 = 5 * 1024 * 1024
+
+        /// Throws ``AttachmentSync/AttachmentError/Code-swift.struct/invalidConfiguration`` naming the first
+        /// option out of range.
+        func validate() throws {
+            func fail(_ name: String, _ reason: String) -> AttachmentError {
+                AttachmentError(code: .invalidConfiguration, message: "\(name) \(reason)", name: name)
+            }
+            guard let scheme = endpoint.scheme?.lowercased(), scheme == "http" || scheme == "https",
+                let host = endpoint.host, !host.isEmpty
+            else {
+                throw fail("endpoint", "must be an http or https URL with a host, not \(endpoint)")
+            }
+            guard !region.isEmpty else { throw fail("region", "is empty") }
+            guard !bucket.isEmpty, !bucket.contains("/") else {
+                throw fail("bucket", "must be a bucket name, not \(String(reflecting: bucket))")
+            }
+            guard multipartThreshold >= Self.minimumPartSize else {
+                throw fail("multipartThreshold", "must be at least 5 MiB (5242880 bytes), not \(multipartThreshold)")
+            }
+            guard partSize >= Self.minimumPartSize else {
+                throw fail("partSize", "must be at least 5 MiB (5242880 bytes), not \(partSize)")
+            }
+            guard partSize <= 5 * 1024 * 1024 * 1024 else {
+                throw fail("partSize", "must be at most 5 GiB, not \(partSize)")
+            }
+            guard partConcurrency >= 1 else {
+                throw fail("partConcurrency", "must be at least 1, not \(partConcurrency)")
+            }
+            guard connectTimeout > .zero else {
+                throw fail("connectTimeout", "must be positive, not \(connectTimeout)")
+            }
+            guard requestTimeout > .zero else {
+                throw fail("requestTimeout", "must be positive, not \(requestTimeout)")
+            }
+            guard credentialsRefreshMargin >= .zero else {
+                throw fail("credentialsRefreshMargin", "is negative: \(credentialsRefreshMargin)")
+            }
+            if case .static(let accessKeyId, let secretAccessKey, _) = credentials,
+                accessKeyId.isEmpty || secretAccessKey.isEmpty
+            {
+                throw fail("credentials", "has an empty access key id or secret")
+            }
+        }
+    }
+}

@@ -1,0 +1,291 @@
+import AsyncHTTPClient
+import AttachmentSync
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+extension S3RemoteStorage {
+    /// S3's limit on the number of parts of one upload.
+    static let maximumPartCount: Int64 = 10_000
+
+    /// The part size for a file: the configured one, raised (to a whole MiB) when the file would otherwise
+    /// need more than 10,000 parts.
+    func partSize(forFileOfSize size: Int64) -> Int64 {
+        let mebibyte: Int64 = 1024 * 1024
+        let needed = (size + Self.maximumPartCount - 1) / Self.maximumPartCount
+        let rounded = (needed + mebibyte - 1) / mebibyte * mebibyte
+        return max(configuration.partSize, rounded)
+    }
+
+    /// Uploads a file in parts, continuing an upload recorded in the state directory when there is one.
+    ///
+    /// The server's list of parts is the truth on resume: parts it holds with the right size are kept, the
+    /// others are uploaded. A failure the queue should retry later (the network, the server busy, refused
+    /// credentials, cancellation) keeps the upload and its state for the next attempt; any other failure
+    /// aborts the upload and forgets it.
+    func uploadMultipart(
+        fileURL: URL, size: Int64, key: String, attachment: Attachment, progress: @escaping TransferProgressHandler
+    ) async throws {
+        let bucket = configuration.bucket
+        let modificationTime = FileIO.modificationTime(of: fileURL)
+        let partSize = partSize(forFileOfSize: size)
+        let partCount = Int((size + partSize - 1) / partSize)
+
+        var state: MultipartUploadState
+        var completed: [Int: String] = [:]
+        if let saved = uploadStore.load(bucket: bucket, key: key, fileSize: size),
+            saved.partSize == partSize, saved.fileModificationTime == modificationTime,
+            let listed = try await listParts(key: key, uploadId: saved.uploadId, attachment: attachment)
+        {
+            state = saved
+            for (number, part) in listed where number >= 1 && number <= partCount {
+                if part.size == Self.length(ofPart: number, partSize: partSize, fileSize: size) {
+                    completed[number] = part.etag
+                }
+            }
+            configuration.logger.debug(
+                "resuming multipart upload",
+                metadata: ["key": "\(key)", "completedParts": "\(completed.count)", "parts": "\(partCount)"])
+        } else {
+            if let stale = uploadStore.load(bucket: bucket, key: key, fileSize: size) {
+                await abortQuietly(key: key, uploadId: stale.uploadId)
+                uploadStore.remove(bucket: bucket, key: key, fileSize: size)
+            }
+            let uploadId = try await createMultipartUpload(key: key, attachment: attachment)
+            state = MultipartUploadState(
+                bucket: bucket, key: key, fileSize: size, fileModificationTime: modificationTime, partSize: partSize,
+                uploadId: uploadId, createdAt: Date(), parts: [])
+        }
+        state.parts = completed.map { MultipartUploadState.Part(partNumber: $0.key, etag: $0.value) }
+            .sorted { $0.partNumber < $1.partNumber }
+        try uploadStore.save(state)
+
+        let session = MultipartUploadSession(state: state, store: uploadStore)
+        let alreadySent = completed.keys.reduce(Int64(0)) {
+            $0 + Self.length(ofPart: $1, partSize: partSize, fileSize: size)
+        }
+        let sent = LockedValue<Int64>(alreadySent)
+        progress(TransferProgress(completedBytes: alreadySent, totalBytes: size))
+        let missing = (1...max(1, partCount)).filter { completed[$0] == nil }
+        let uploadId = state.uploadId
+        do {
+            try await withThrowingTaskGroup(of: MultipartUploadState.Part.self) { group in
+                var pending = missing.makeIterator()
+                func start(_ number: Int) {
+                    group.addTask {
+                        try await self.uploadPart(
+                            number, fileURL: fileURL, fileSize: size, partSize: partSize, key: key, uploadId: uploadId,
+                            attachment: attachment
+                        ) { count in
+                            let total = sent.withLock { sent -> Int64 in
+                                sent += Int64(count)
+                                return sent
+                            }
+                            progress(TransferProgress(completedBytes: total, totalBytes: size))
+                        }
+                    }
+                }
+                for _ in 0..<configuration.partConcurrency {
+                    guard let number = pending.next() else { break }
+                    start(number)
+                }
+                while let part = try await group.next() {
+                    try await session.record(part)
+                    if let number = pending.next() {
+                        start(number)
+                    }
+                }
+            }
+            let parts = await session.state.parts
+            try await completeMultipartUpload(key: key, uploadId: uploadId, parts: parts, attachment: attachment)
+            uploadStore.remove(bucket: bucket, key: key, fileSize: size)
+        } catch {
+            if Self.keepsUploadForRetry(error) {
+                configuration.logger.debug(
+                    "multipart upload interrupted; kept for resuming", metadata: ["key": "\(key)", "error": "\(error)"])
+            } else {
+                await abortQuietly(key: key, uploadId: uploadId)
+                uploadStore.remove(bucket: bucket, key: key, fileSize: size)
+            }
+            throw error
+        }
+    }
+
+    /// Whether a failed multipart upload is worth continuing later rather than aborting.
+    static func keepsUploadForRetry(_ error: any Error) -> Bool {
+        if error is CancellationError { return true }
+        guard let error = error as? AttachmentError else { return false }
+        return error.code == .remoteUnavailable || error.code == .accessDenied
+    }
+
+    static func length(ofPart number: Int, partSize: Int64, fileSize: Int64) -> Int64 {
+        let start = Int64(number - 1) * partSize
+        return max(0, min(partSize, fileSize - start))
+    }
+
+    // MARK: - Requests
+
+    private func createMultipartUpload(key: String, attachment: Attachment) async throws -> String {
+        var headers: [(name: String, value: String)] = []
+        if let mediaType = attachment.mediaType, !mediaType.isEmpty {
+            headers.append(("content-type", mediaType))
+        }
+        let request = S3Request(
+            method: .POST, key: key, query: [("uploads", "")], headers: headers, operation: "CreateMultipartUpload")
+        let response = try await send(request, attachmentId: attachment.id)
+        let body = try await transport.collect(
+            response, event: request.event, attachmentId: attachment.id, upTo: 1 << 20)
+        guard let uploadId = S3XML.parse(body)?.value("UploadId"), !uploadId.isEmpty else {
+            throw AttachmentError(
+                code: .remoteFailure,
+                message: "S3 CreateMultipartUpload of \(String(reflecting: key)) returned no upload id",
+                attachmentId: attachment.id, name: key)
+        }
+        return uploadId
+    }
+
+    private func uploadPart(
+        _ number: Int, fileURL: URL, fileSize: Int64, partSize: Int64, key: String, uploadId: String,
+        attachment: Attachment, onChunk: @escaping @Sendable (Int) -> Void
+    ) async throws -> MultipartUploadState.Part {
+        let offset = Int64(number - 1) * partSize
+        let length = Self.length(ofPart: number, partSize: partSize, fileSize: fileSize)
+        let digests = try await FileIO.digests(of: fileURL, offset: offset, length: length)
+        let request = S3Request(
+            method: .PUT, key: key, query: [("partNumber", String(number)), ("uploadId", uploadId)],
+            headers: [("content-md5", digests.md5)],
+            body: .file(fileURL, offset: offset, length: length, onChunk: onChunk),
+            payload: .sha256(digests.sha256), operation: "UploadPart", partNumber: number)
+        let response = try await send(request, attachmentId: attachment.id)
+        _ = try await transport.collect(response, event: request.event, attachmentId: attachment.id, upTo: 1 << 20)
+        guard let etag = response.headers.first(name: "etag"), !etag.isEmpty else {
+            throw AttachmentError(
+                code: .remoteFailure, message: "S3 UploadPart \(number) of \(String(reflecting: key)) returned no ETag",
+                attachmentId: attachment.id, name: key)
+        }
+        return MultipartUploadState.Part(partNumber: number, etag: etag)
+    }
+
+    private func completeMultipartUpload(
+        key: String, uploadId: String, parts: [MultipartUploadState.Part], attachment: Attachment
+    ) async throws {
+        var xml = "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+        for part in parts {
+            xml += "<Part><PartNumber>\(part.partNumber)</PartNumber><ETag>\(S3XML.escape(part.etag))</ETag></Part>"
+        }
+        xml += "</CompleteMultipartUpload>"
+        let body = Data(xml.utf8)
+        let request = S3Request(
+            method: .POST, key: key, query: [("uploadId", uploadId)], headers: [("content-type", "application/xml")],
+            body: .data(body), payload: .hashing(body), operation: "CompleteMultipartUpload")
+        let response = try await send(request, attachmentId: attachment.id)
+        // S3 may answer 200 and still fail: the error is then in the body.
+        let reply = try await transport.collect(
+            response, event: request.event, attachmentId: attachment.id, upTo: 1 << 20)
+        if let root = S3XML.parse(reply), root.name == "Error" {
+            throw HTTPErrorClassification.error(
+                status: .internalServerError, headers: response.headers, body: reply, service: "S3",
+                operation: "CompleteMultipartUpload", object: key, attachmentId: attachment.id)
+        }
+    }
+
+    /// The parts the server holds for an upload, by number, or `nil` when the upload no longer exists.
+    private func listParts(
+        key: String, uploadId: String, attachment: Attachment
+    ) async throws -> [Int: (etag: String, size: Int64)]? {
+        var parts: [Int: (etag: String, size: Int64)] = [:]
+        var marker: String?
+        for _ in 0..<Int(Self.maximumPartCount / 1000 + 2) {
+            var query: [(name: String, value: String)] = [("uploadId", uploadId), ("max-parts", "1000")]
+            if let marker { query.append(("part-number-marker", marker)) }
+            let request = S3Request(method: .GET, key: key, query: query, operation: "ListParts")
+            let response = try await send(request, attachmentId: attachment.id, accepts: { _ in true })
+            let body = try await transport.collect(
+                response, event: request.event, attachmentId: attachment.id, upTo: 8 << 20)
+            if response.status == .notFound {
+                return nil  // NoSuchUpload: aborted, completed or expired
+            }
+            guard (200..<300).contains(response.status.code), let root = S3XML.parse(body) else {
+                throw HTTPErrorClassification.error(
+                    status: response.status, headers: response.headers, body: body, service: "S3",
+                    operation: "ListParts", object: key, attachmentId: attachment.id)
+            }
+            for part in root.children("Part") {
+                guard let number = part.value("PartNumber").flatMap({ Int($0) }), let etag = part.value("ETag"),
+                    let size = part.value("Size").flatMap({ Int64($0) })
+                else { continue }
+                parts[number] = (etag, size)
+            }
+            guard root.value("IsTruncated") == "true", let next = root.value("NextPartNumberMarker") else {
+                return parts
+            }
+            marker = next
+        }
+        return parts
+    }
+
+    /// Aborts an upload, ignoring failures (it is clean-up; stale uploads can be aborted later).
+    func abortQuietly(key: String, uploadId: String) async {
+        let request = S3Request(
+            method: .DELETE, key: key, query: [("uploadId", uploadId)], operation: "AbortMultipartUpload")
+        if let response = try? await send(request, attachmentId: nil, accepts: { _ in true }) {
+            _ = try? await response.body.collect(upTo: HTTPTransport.maxErrorBody)
+        }
+    }
+
+    // MARK: - Stale uploads
+
+    /// Aborts the multipart uploads under ``Configuration/keyPrefix`` started more than `age` ago, and forgets
+    /// their saved state, so abandoned parts stop taking space. Call it now and then (at app start, say) with
+    /// an age well above your longest upload.
+    ///
+    /// - Parameter age: How old an upload must be to be aborted.
+    /// - Returns: How many uploads were aborted.
+    @discardableResult
+    public func abortStaleMultipartUploads(olderThan age: Duration) async throws -> Int {
+        let (seconds, attoseconds) = age.components
+        let cutoff = Date().addingTimeInterval(-(TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18))
+        var aborted = 0
+        var keyMarker: String?
+        var uploadIdMarker: String?
+        var staleIds: Set<String> = []
+        for _ in 0..<10_000 {
+            var query: [(name: String, value: String)] = [("uploads", ""), ("prefix", configuration.keyPrefix)]
+            if let keyMarker { query.append(("key-marker", keyMarker)) }
+            if let uploadIdMarker { query.append(("upload-id-marker", uploadIdMarker)) }
+            let request = S3Request(method: .GET, key: nil, query: query, operation: "ListMultipartUploads")
+            let response = try await send(request, attachmentId: nil)
+            let body = try await transport.collect(response, event: request.event, attachmentId: nil, upTo: 16 << 20)
+            guard let root = S3XML.parse(body) else { break }
+            for upload in root.children("Upload") {
+                guard let key = upload.value("Key"), let uploadId = upload.value("UploadId"),
+                    let initiated = upload.value("Initiated").flatMap(Self.parseTimestamp), initiated < cutoff
+                else { continue }
+                let abort = S3Request(
+                    method: .DELETE, key: key, query: [("uploadId", uploadId)], operation: "AbortMultipartUpload")
+                let reply = try await send(abort, attachmentId: nil, accepts: { $0.code < 300 || $0 == .notFound })
+                _ = try await transport.collect(
+                    reply, event: abort.event, attachmentId: nil, upTo: HTTPTransport.maxErrorBody)
+                staleIds.insert(uploadId)
+                aborted += 1
+            }
+            guard root.value("IsTruncated") == "true" else { break }
+            keyMarker = root.value("NextKeyMarker")
+            uploadIdMarker = root.value("NextUploadIdMarker")
+            if keyMarker == nil && uploadIdMarker == nil { break }
+        }
+        for state in uploadStore.all() where staleIds.contains(state.uploadId) {
+            uploadStore.remove(bucket: state.bucket, key: state.key, fileSize: state.fileSize)
+        }
+        return aborted
+    }
+
+    /// An S3 timestamp: ISO 8601, with or without fractional seconds.
+    static func parseTimestamp(_ text: String) -> Date? {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let date = formatter.date(from: text) { return date }
+        formatter.formatOptions = [.withInternetDateTime]
+        return formatter.date(from: text)
+    }
+}

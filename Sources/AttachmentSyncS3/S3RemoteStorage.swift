@@ -1,0 +1,360 @@
+import AsyncHTTPClient
+import AttachmentSync
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// Remote storage in an S3-compatible object store: AWS S3, Ceph, MinIO, Cloudflare R2, Supabase Storage's S3
+/// API. Each attachment is the object ``Configuration/keyPrefix`` + ``AttachmentSync/Attachment/filename``.
+///
+/// - Every request is signed with AWS Signature Version 4 (``SigV4Signer``), its body's SHA-256 included, and
+///   uploads carry `Content-MD5`, so the server rejects a body that changed on the way.
+/// - Files stream both ways in small chunks with progress: a file of any size moves with bounded memory.
+/// - Files above ``Configuration/multipartThreshold`` are uploaded in parts, several at once; the upload id
+///   and completed parts are kept in ``Configuration/stateDirectory`` so an upload interrupted by a crash, a
+///   restart or a network failure continues with the missing parts. An upload that fails for good is
+///   aborted; ``abortStaleMultipartUploads(olderThan:)`` cleans up the ones left behind.
+/// - Downloads resume from an offset with a ranged GET (``supportsRangedDownloads`` is `true`).
+/// - Deleting a missing object succeeds. Failures are ``AttachmentSync/AttachmentError``s with the code that
+///   says what to do: `remoteNotFound`, `accessDenied`, `remoteUnavailable` (with the server's `Retry-After`),
+///   `integrityMismatch` or `remoteFailure`, and a ``RemoteHTTPError`` as the underlying error. No message
+///   or log line ever contains a secret.
+///
+/// The adapter creates an `HTTPClient` unless you pass one; call ``shutdown()`` when done with it.
+///
+/// ```swift
+/// let storage = try S3RemoteStorage(configuration: .init(
+///     endpoint: URL(string: "https://s3.eu-west-1.amazonaws.com")!,
+///     region: "eu-west-1",
+///     bucket: "my-app-attachments",
+///     credentials: .custom { try await backend.temporaryS3Credentials() }
+/// ))
+/// let queue = AttachmentQueue(db: db, attachmentsDirectory: dir, remoteStorage: storage, watchAttachments: …)
+/// // …
+/// try await storage.shutdown()
+/// ```
+public final class S3RemoteStorage: RemoteStorageAdapter {
+    /// The methods a presigned URL can be made for.
+    public enum PresignedMethod: String, Sendable, Hashable {
+        /// Download the object.
+        case get = "GET"
+        /// Upload (create or replace) the object, with any body.
+        case put = "PUT"
+    }
+
+    /// The options this adapter was created with.
+    public let configuration: Configuration
+    let transport: HTTPTransport
+    let signer: SigV4Signer
+    let credentialsCache: CredentialsCache
+    let uploadStore: MultipartUploadStore
+    /// Whether ``shutdown()`` shuts the client down (the adapter created it), and whether it has.
+    private let ownedClientState: LockedValue<OwnedClient>
+
+    private enum OwnedClient {
+        case notOwned
+        case running
+        case shutDown
+    }
+
+    /// Creates an adapter.
+    ///
+    /// - Parameters:
+    ///   - configuration: The server, bucket, credentials and options.
+    ///   - httpClient: The client to send requests with, which stays yours to shut down, or `nil` to have the
+    ///     adapter create one (with redirects off and the configured timeouts) that ``shutdown()`` shuts down.
+    ///     The default is `nil`.
+    /// - Throws: ``AttachmentSync/AttachmentError`` with code `invalidConfiguration` naming the first option out
+    ///   of range (a part size under 5 MiB, say).
+    public init(configuration: Configuration, httpClient: HTTPClient? = nil) throws {
+        try configuration.validate()
+        self.configuration = configuration
+        let client =
+            httpClient
+            ?? HTTPTransport.makeClient(
+                connectTimeout: configuration.connectTimeout, requestTimeout: configuration.requestTimeout)
+        self.transport = HTTPTransport(
+            client: client, service: "S3", logger: configuration.logger, observer: configuration.requestObserver)
+        self.ownedClientState = LockedValue(httpClient == nil ? .running : .notOwned)
+        self.signer = SigV4Signer(region: configuration.region)
+        self.credentialsCache = CredentialsCache(
+            provider: configuration.credentials, refreshMargin: configuration.credentialsRefreshMargin)
+        self.uploadStore = MultipartUploadStore(directory: configuration.stateDirectory)
+    }
+
+    /// Shuts down the HTTP client the adapter created (a client you passed in is left alone). Call it once you
+    /// are done with the adapter; calling it again does nothing.
+    public func shutdown() async throws {
+        let shouldShutDown = ownedClientState.withLock { state -> Bool in
+            guard case .running = state else { return false }
+            state = .shutDown
+            return true
+        }
+        if shouldShutDown {
+            try await transport.client.shutdown()
+        }
+    }
+
+    // MARK: - RemoteStorageAdapter
+
+    /// Uploads `data` as the attachment's object in one request, with its MD5 and SHA-256 for the server to
+    /// check.
+    public func uploadFile(data: Data, attachment: Attachment) async throws {
+        let key = try objectKey(for: attachment)
+        let digests = FileIO.digests(of: data)
+        let request = S3Request(
+            method: .PUT, key: key, headers: uploadHeaders(attachment, md5: digests.md5), body: .data(data),
+            payload: .sha256(digests.sha256), operation: "PutObject")
+        let response = try await send(request, attachmentId: attachment.id)
+        _ = try await transport.collect(response, event: request.event, attachmentId: attachment.id, upTo: 1 << 20)
+    }
+
+    /// Downloads the attachment's object into memory; throws `remoteNotFound` when there is none.
+    public func downloadFile(attachment: Attachment) async throws -> Data {
+        let key = try objectKey(for: attachment)
+        let request = S3Request(method: .GET, key: key, operation: "GetObject")
+        let response = try await send(request, attachmentId: attachment.id) { $0 == .ok }
+        let buffer = try await transport.collect(
+            response, event: request.event, attachmentId: attachment.id, upTo: .max)
+        return Data(buffer.readableBytesView)
+    }
+
+    /// Deletes the attachment's object; succeeds when there is none.
+    public func deleteFile(attachment: Attachment) async throws {
+        let key = try objectKey(for: attachment)
+        let request = S3Request(method: .DELETE, key: key, operation: "DeleteObject")
+        let response = try await send(request, attachmentId: attachment.id, accepts: { _ in true })
+        let body = try await transport.collect(
+            response, event: request.event, attachmentId: attachment.id, upTo: HTTPTransport.maxErrorBody)
+        guard (200..<300).contains(response.status.code) else {
+            let error = HTTPErrorClassification.error(
+                status: response.status, headers: response.headers, body: body, service: "S3",
+                operation: "DeleteObject", object: key, attachmentId: attachment.id)
+            if error.code == .remoteNotFound { return }
+            throw error
+        }
+    }
+
+    /// Uploads the file, streaming it: in one request up to ``Configuration/multipartThreshold``, in parts
+    /// above it (resumable, see ``S3RemoteStorage``). Progress counts bytes handed to the network.
+    public func uploadFile(
+        fileURL: URL, attachment: Attachment, progress: @escaping TransferProgressHandler
+    ) async throws {
+        let key = try objectKey(for: attachment)
+        let size = try FileIO.size(of: fileURL)
+        if size > configuration.multipartThreshold {
+            try await uploadMultipart(
+                fileURL: fileURL, size: size, key: key, attachment: attachment, progress: progress)
+            return
+        }
+        let digests = try await FileIO.digests(of: fileURL, offset: 0, length: size)
+        let sent = LockedValue<Int64>(0)
+        progress(TransferProgress(completedBytes: 0, totalBytes: size))
+        let body = S3Request.Body.file(fileURL, offset: 0, length: size) { count in
+            let total = sent.withLock { sent -> Int64 in
+                sent += Int64(count)
+                return sent
+            }
+            progress(TransferProgress(completedBytes: total, totalBytes: size))
+        }
+        let request = S3Request(
+            method: .PUT, key: key, headers: uploadHeaders(attachment, md5: digests.md5), body: body,
+            payload: .sha256(digests.sha256), operation: "PutObject")
+        let response = try await send(request, attachmentId: attachment.id)
+        _ = try await transport.collect(response, event: request.event, attachmentId: attachment.id, upTo: 1 << 20)
+    }
+
+    /// Downloads the object into `destination` (created or replaced), streaming it chunk by chunk. On failure
+    /// the bytes received so far stay in `destination`, so the download can resume with
+    /// ``downloadFile(attachment:appendingTo:from:progress:)``.
+    public func downloadFile(
+        attachment: Attachment, to destination: URL, progress: @escaping TransferProgressHandler
+    ) async throws {
+        try await downloadFile(attachment: attachment, appendingTo: destination, from: 0, progress: progress)
+    }
+
+    /// `true`: downloads resume with a ranged GET.
+    public var supportsRangedDownloads: Bool { true }
+
+    /// Appends the object's bytes from `offset` on to `destination` with a ranged GET, streaming; progress
+    /// counts the whole object. `destination` must hold at least `offset` bytes (anything past `offset` is
+    /// cut). An offset at or past the end appends nothing.
+    public func downloadFile(
+        attachment: Attachment, appendingTo destination: URL, from offset: Int64,
+        progress: @escaping TransferProgressHandler
+    ) async throws {
+        let key = try objectKey(for: attachment)
+        let event = RequestEvent(operation: "GetObject", method: "GET", object: key)
+        try await transport.download(
+            to: destination, from: max(0, offset), event: event, attachmentId: attachment.id, progress: progress
+        ) { range, accepts in
+            let request = S3Request(
+                method: .GET, key: key, headers: range.map { [("range", $0)] } ?? [], operation: "GetObject")
+            return try await send(request, attachmentId: attachment.id, accepts: accepts)
+        }
+    }
+
+    // MARK: - Beyond the adapter protocol
+
+    /// A URL that downloads (`.get`) or uploads (`.put`) the attachment's object without credentials until it
+    /// expires, for handing a transfer to another process or device.
+    ///
+    /// - Parameters:
+    ///   - attachment: The attachment whose object the URL is for.
+    ///   - method: What the URL allows. The default is `.get`.
+    ///   - expiresIn: How long the URL works, from 1 second to 7 days. The default is 1 hour.
+    /// - Returns: The presigned URL. It contains a signature (and the session token of temporary
+    ///   credentials): treat it as a secret until it expires.
+    /// - Throws: `invalidConfiguration` for an expiry out of range; what the credentials provider throws.
+    public func presignedURL(
+        for attachment: Attachment, method: PresignedMethod = .get, expiresIn: Duration = .seconds(3600)
+    ) async throws -> URL {
+        let key = try objectKey(for: attachment)
+        let target = target(key: key)
+        let credentials = try await credentialsCache.current()
+        let presigned = try signer.presign(
+            SigV4Signer.Request(method: method.rawValue, path: target.path, headers: [("host", target.host)]),
+            credentials: credentials, date: Date(), expiresIn: expiresIn)
+        let text = "\(target.scheme)://\(target.host)\(presigned.encodedPath)?\(presigned.encodedQuery)"
+        guard let url = URL(string: text) else {
+            throw AttachmentError(
+                code: .invalidConfiguration, message: "cannot form a presigned URL for \(String(reflecting: key))",
+                attachmentId: attachment.id, name: key)
+        }
+        return url
+    }
+
+    /// Creates the bucket; succeeds when it exists already and is yours.
+    ///
+    /// Apps usually get their bucket from whoever runs the store; this is for setting one up, and for tests.
+    /// Outside `us-east-1` the bucket is created in ``Configuration/region``.
+    public func createBucket() async throws {
+        var body = Data()
+        if configuration.region != "us-east-1" {
+            body = Data(
+                ("<CreateBucketConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+                    + "<LocationConstraint>\(S3XML.escape(configuration.region))</LocationConstraint>"
+                    + "</CreateBucketConfiguration>").utf8)
+        }
+        let request = S3Request(
+            method: .PUT, key: nil, body: .data(body), payload: .hashing(body), operation: "CreateBucket")
+        let response = try await send(request, attachmentId: nil, accepts: { _ in true })
+        let reply = try await transport.collect(
+            response, event: request.event, attachmentId: nil, upTo: HTTPTransport.maxErrorBody)
+        guard (200..<300).contains(response.status.code) else {
+            if S3XML.parseError(reply)?.code == "BucketAlreadyOwnedByYou" { return }
+            throw HTTPErrorClassification.error(
+                status: response.status, headers: response.headers, body: reply, service: "S3",
+                operation: "CreateBucket", object: configuration.bucket, attachmentId: nil)
+        }
+    }
+
+    // MARK: - Requests
+
+    /// The object key of an attachment: the key prefix and its filename.
+    func objectKey(for attachment: Attachment) throws -> String {
+        guard !attachment.filename.isEmpty else {
+            throw AttachmentError(
+                code: .invalidName, message: "an attachment's filename is empty", attachmentId: attachment.id,
+                name: attachment.filename)
+        }
+        return configuration.keyPrefix + attachment.filename
+    }
+
+    private func uploadHeaders(_ attachment: Attachment, md5: String) -> [(name: String, value: String)] {
+        var headers: [(name: String, value: String)] = [("content-md5", md5)]
+        if let mediaType = attachment.mediaType, !mediaType.isEmpty {
+            headers.append(("content-type", mediaType))
+        }
+        return headers
+    }
+
+    /// Scheme, `Host` header and decoded path of a request for `key` (the bucket itself when `nil`).
+    func target(key: String?) -> (scheme: String, host: String, path: String) {
+        let endpoint = configuration.endpoint
+        let scheme = endpoint.scheme?.lowercased() ?? "https"
+        var host = endpoint.host ?? ""
+        if host.contains(":") { host = "[\(host)]" }
+        if configuration.addressing == .virtualHost {
+            host = "\(configuration.bucket).\(host)"
+        }
+        if let port = endpoint.port, port != (scheme == "https" ? 443 : 80) {
+            host += ":\(port)"
+        }
+        var path = endpoint.path
+        while path.hasSuffix("/") { path.removeLast() }
+        if configuration.addressing == .path {
+            path += "/" + configuration.bucket
+        }
+        if let key {
+            path += "/" + key
+        }
+        return (scheme, host, path.isEmpty ? "/" : path)
+    }
+
+    /// Signs and sends a request; returns the response when `accepts` its status, and otherwise throws the
+    /// classified error. Credentials the server refuses are dropped from the cache.
+    func send(
+        _ s3Request: S3Request, attachmentId: String?,
+        accepts: @escaping (HTTPResponseStatus) -> Bool = { (200..<300).contains($0.code) }
+    ) async throws -> HTTPClientResponse {
+        let credentials = try await credentialsCache.current()
+        let target = target(key: s3Request.key)
+        let signed = signer.sign(
+            SigV4Signer.Request(
+                method: s3Request.method.rawValue, path: target.path, query: s3Request.query,
+                headers: [("host", target.host)] + s3Request.headers),
+            payload: s3Request.payload, credentials: credentials, date: Date())
+        let query = signed.encodedQuery.isEmpty ? "" : "?" + signed.encodedQuery
+        var request = HTTPClientRequest(url: "\(target.scheme)://\(target.host)\(signed.encodedPath)\(query)")
+        request.method = s3Request.method
+        for (name, value) in signed.headers {
+            request.headers.add(name: name, value: value)
+        }
+        switch s3Request.body {
+        case .empty:
+            if s3Request.method == .PUT || s3Request.method == .POST {
+                request.body = .bytes(ByteBuffer())
+            }
+        case .data(let data):
+            request.body = .bytes(ByteBuffer(bytes: data))
+        case .file(let url, let offset, let length, let onChunk):
+            request.body = .stream(
+                FileChunks(url: url, offset: offset, length: length, onChunk: onChunk), length: .known(length))
+        }
+        do {
+            return try await transport.send(
+                request, event: s3Request.event, attachmentId: attachmentId, accepts: accepts)
+        } catch let error as AttachmentError where error.code == .accessDenied {
+            await credentialsCache.invalidate()
+            throw error
+        }
+    }
+}
+
+/// One S3 request before signing.
+struct S3Request: Sendable {
+    enum Body: Sendable {
+        case empty
+        case data(Data)
+        /// A byte range of a file, streamed; `onChunk` gets each chunk's size as it is sent.
+        case file(URL, offset: Int64, length: Int64, onChunk: @Sendable (Int) -> Void)
+    }
+
+    var method: HTTPMethod
+    /// The object key, or `nil` for a request on the bucket.
+    var key: String?
+    var query: [(name: String, value: String)] = []
+    /// Headers to sign and send (`host` and the `x-amz-` ones are added).
+    var headers: [(name: String, value: String)] = []
+    var body: Body = .empty
+    var payload: SigV4Signer.Payload = .empty
+    /// The S3 operation's name, for messages and the test observer.
+    var operation: String
+    var partNumber: Int?
+
+    var event: RequestEvent {
+        RequestEvent(operation: operation, method: method.rawValue, object: key ?? "", partNumber: partNumber)
+    }
+}

@@ -1,0 +1,408 @@
+import AttachmentSync
+import Foundation
+
+/// Checks that a ``RemoteStorageAdapter`` keeps the contract the queue relies on, against the real backend:
+/// run it from your adapter's tests.
+///
+/// ``run(_:)`` performs each ``Check`` in turn and throws a ``Failure`` that names the check and says what
+/// went wrong at the first violation:
+/// - ``Check/roundTripEmpty``, ``Check/roundTripSmall`` and ``Check/roundTripLarge``: files of 0 bytes, 1 KiB
+///   and ``Options/largeFileSize`` bytes come back byte for byte, uploaded and downloaded both with `Data`
+///   and with the streaming methods, in every combination; a streaming transfer's last progress report counts
+///   the whole file.
+/// - ``Check/overwrite``: uploading to an existing filename replaces the content (with a shorter file).
+/// - ``Check/idempotentDelete``: deleting twice succeeds, and so does deleting a filename never uploaded;
+///   a deleted file is gone.
+/// - ``Check/notFound``: downloading a missing file, in memory or to a file, throws ``AttachmentError`` with
+///   code ``AttachmentError/Code-swift.struct/remoteNotFound``.
+/// - ``Check/rangedRead``: when ``RemoteStorageAdapter/supportsRangedDownloads`` is `true`, a download
+///   resumed from offsets between 0 and the file's size appends exactly the rest, and progress counts the
+///   whole file. Skipped (passes) otherwise.
+/// - ``Check/concurrentTransfers``: ``Options/concurrentFiles`` different files uploaded, downloaded and
+///   deleted all at once come back intact.
+///
+/// Every check uses filenames of its own, starting with ``Options/filenamePrefix``, and deletes its files
+/// when it ends, pass or fail. The adapter stays yours: create it before and shut it down after.
+///
+/// ```swift
+/// @Test func myAdapterKeepsTheContract() async throws {
+///     let storage = MyBackendStorage(baseURL: testServer)
+///     try await RemoteStorageConformance(adapter: storage).run()
+/// }
+/// ```
+public struct RemoteStorageConformance: Sendable {
+    /// One property of the adapter contract.
+    public enum Check: String, Sendable, Hashable, CaseIterable, CustomStringConvertible {
+        /// A 0-byte file round trips.
+        case roundTripEmpty
+        /// A 1 KiB file round trips.
+        case roundTripSmall
+        /// A file of ``Options/largeFileSize`` bytes round trips.
+        case roundTripLarge
+        /// An upload replaces an existing file.
+        case overwrite
+        /// Deletes are idempotent.
+        case idempotentDelete
+        /// A missing file is `remoteNotFound`.
+        case notFound
+        /// Ranged reads append the rest of the file (when supported).
+        case rangedRead
+        /// Different files transfer concurrently.
+        case concurrentTransfers
+
+        /// The check's name, `roundTripEmpty` say.
+        public var description: String { rawValue }
+    }
+
+    /// Sizes and names the checks use.
+    public struct Options: Sendable {
+        /// The size of the large file, big enough to cross your adapter's multipart threshold. The default is
+        /// 12 MiB.
+        public var largeFileSize: Int = 12 * 1024 * 1024
+        /// How many files ``Check/concurrentTransfers`` moves at once. The default is 8.
+        public var concurrentFiles: Int = 8
+        /// The size of each of those files. The default is 64 KiB.
+        public var concurrentFileSize: Int = 64 * 1024
+        /// Prepended to every filename the checks use, so runs never collide. The default is
+        /// `conformance-` and a random 8-character suffix.
+        public var filenamePrefix: String = "conformance-\(UUID().uuidString.prefix(8).lowercased())-"
+        /// Where local files are written; a folder of its own is created in it and removed afterwards. The
+        /// default is the temporary folder.
+        public var workingDirectory: URL = FileManager.default.temporaryDirectory
+
+        /// Creates options with the defaults.
+        public init() {}
+    }
+
+    /// A violation of the contract: which check, what happened, and the error the adapter threw, if any.
+    public struct Failure: Error, Sendable, CustomStringConvertible {
+        /// The check that failed.
+        public var check: Check
+        /// What went wrong.
+        public var message: String
+        /// The error the adapter threw, when it threw one.
+        public var underlying: (any Error)?
+
+        /// Creates a failure.
+        public init(check: Check, message: String, underlying: (any Error)? = nil) {
+            self.check = check
+            self.message = message
+            self.underlying = underlying
+        }
+
+        /// `RemoteStorageConformance.<check>: <message> (<underlying error>)`.
+        public var description: String {
+            var text = "RemoteStorageConformance.\(check): \(message)"
+            if let underlying { text += " (\(underlying))" }
+            return text
+        }
+    }
+
+    /// The adapter under test.
+    public let adapter: any RemoteStorageAdapter
+    /// The sizes and names used.
+    public let options: Options
+
+    /// Prepares a run against `adapter`.
+    ///
+    /// - Parameters:
+    ///   - adapter: The adapter to check, connected to the backend it is meant for.
+    ///   - options: Sizes and names. The default is ``Options/init()``.
+    public init(adapter: any RemoteStorageAdapter, options: Options = Options()) {
+        self.adapter = adapter
+        self.options = options
+    }
+
+    /// Runs `checks` in order and throws at the first violation.
+    ///
+    /// - Parameter checks: The checks to run. The default is all of them.
+    /// - Throws: ``Failure`` naming the check that failed.
+    public func run(_ checks: [Check] = Check.allCases) async throws {
+        let directory = options.workingDirectory.appendingPathComponent(
+            "attachment-sync-conformance-\(UUID().uuidString)", isDirectory: true)
+        do {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        } catch {
+            throw Failure(
+                check: checks.first ?? .roundTripEmpty, message: "cannot create \(directory.path)", underlying: error)
+        }
+        defer { try? FileManager.default.removeItem(at: directory) }
+        for check in checks {
+            let context = Context(check: check, adapter: adapter, directory: directory, prefix: options.filenamePrefix)
+            do {
+                try await perform(check, context)
+            } catch {
+                await context.cleanUp()
+                throw error
+            }
+            await context.cleanUp()
+        }
+    }
+
+    private func perform(_ check: Check, _ context: Context) async throws {
+        switch check {
+        case .roundTripEmpty: try await context.roundTrip(size: 0)
+        case .roundTripSmall: try await context.roundTrip(size: 1024)
+        case .roundTripLarge: try await context.roundTrip(size: options.largeFileSize)
+        case .overwrite: try await context.overwrite()
+        case .idempotentDelete: try await context.idempotentDelete()
+        case .notFound: try await context.notFound()
+        case .rangedRead: try await context.rangedRead(size: max(2, min(options.largeFileSize, 3 * 1024 * 1024 + 7)))
+        case .concurrentTransfers:
+            try await context.concurrentTransfers(count: options.concurrentFiles, size: options.concurrentFileSize)
+        }
+    }
+}
+
+/// One check's state: its filenames (deleted at the end) and helpers that turn surprises into failures.
+private final class Context: Sendable {
+    let check: RemoteStorageConformance.Check
+    let adapter: any RemoteStorageAdapter
+    let directory: URL
+    let prefix: String
+    private let used = LockedValue<Set<String>>([])
+
+    init(check: RemoteStorageConformance.Check, adapter: any RemoteStorageAdapter, directory: URL, prefix: String) {
+        self.check = check
+        self.adapter = adapter
+        self.directory = directory
+        self.prefix = prefix
+    }
+
+    // MARK: Checks
+
+    func roundTrip(size: Int) async throws {
+        let content = Self.bytes(count: size, seed: UInt64(size) &+ 1)
+        let source = try writeLocal(content, name: "source")
+        // (upload form, download form): every combination.
+        for (upload, download) in [("Data", "Data"), ("Data", "stream"), ("stream", "Data"), ("stream", "stream")] {
+            let file = attachment("\(upload)-\(download).bin")
+            if upload == "Data" {
+                try await step("upload \(size) bytes with uploadFile(data:)") {
+                    try await adapter.uploadFile(data: content, attachment: file)
+                }
+            } else {
+                let progress = ProgressLog()
+                try await step("upload \(size) bytes with uploadFile(fileURL:)") {
+                    try await adapter.uploadFile(fileURL: source, attachment: file, progress: progress.handler)
+                }
+                try progress.expectLast(Int64(size), check: check, what: "upload of \(size) bytes")
+            }
+            let received = try await downloaded(file, form: download, size: size)
+            guard received == content else {
+                throw fail(
+                    "a \(size)-byte file uploaded with \(upload) came back with \(download) as \(received.count) "
+                        + "bytes\(received.count == size ? " that differ" : "")")
+            }
+        }
+    }
+
+    func overwrite() async throws {
+        let file = attachment("overwritten.bin")
+        let first = Self.bytes(count: 4096, seed: 1)
+        let second = Self.bytes(count: 1000, seed: 2)
+        try await step("upload the first version") { try await adapter.uploadFile(data: first, attachment: file) }
+        try await step("upload the second version") { try await adapter.uploadFile(data: second, attachment: file) }
+        let received = try await downloaded(file, form: "Data", size: second.count)
+        guard received == second else {
+            throw fail("after an overwrite the file holds \(received.count) bytes, not the 1000 of the second version")
+        }
+    }
+
+    func idempotentDelete() async throws {
+        let file = attachment("deleted.bin")
+        try await step("upload") { try await adapter.uploadFile(data: Data("delete me".utf8), attachment: file) }
+        try await step("delete") { try await adapter.deleteFile(attachment: file) }
+        try await step("delete a file already deleted") { try await adapter.deleteFile(attachment: file) }
+        try await step("delete a file never uploaded") {
+            try await adapter.deleteFile(attachment: attachment("never-uploaded.bin"))
+        }
+        try await expectNotFound(file, what: "download of a deleted file") {
+            _ = try await self.adapter.downloadFile(attachment: file)
+        }
+    }
+
+    func notFound() async throws {
+        let file = attachment("missing.bin")
+        try await expectNotFound(file, what: "downloadFile(attachment:) of a missing file") {
+            _ = try await self.adapter.downloadFile(attachment: file)
+        }
+        let destination = directory.appendingPathComponent("\(check)-missing")
+        try await expectNotFound(file, what: "downloadFile(attachment:to:) of a missing file") {
+            try await self.adapter.downloadFile(attachment: file, to: destination) { _ in }
+        }
+    }
+
+    func rangedRead(size: Int) async throws {
+        guard adapter.supportsRangedDownloads else { return }
+        let content = Self.bytes(count: size, seed: 99)
+        let file = attachment("ranged.bin")
+        try await step("upload \(size) bytes") { try await adapter.uploadFile(data: content, attachment: file) }
+        for offset in [0, 1, size / 2, size - 1, size] {
+            let partial = try writeLocal(content.prefix(offset), name: "partial-\(offset)")
+            let progress = ProgressLog()
+            try await step("resume a download at byte \(offset) of \(size)") {
+                try await adapter.downloadFile(
+                    attachment: file, appendingTo: partial, from: Int64(offset), progress: progress.handler)
+            }
+            let received = try readLocal(partial)
+            guard received == content else {
+                throw fail("a download resumed at byte \(offset) of \(size) left \(received.count) bytes that differ")
+            }
+            try progress.expectLast(Int64(size), check: check, what: "download resumed at byte \(offset)")
+        }
+    }
+
+    func concurrentTransfers(count: Int, size: Int) async throws {
+        let files = (0..<count).map {
+            (attachment("concurrent-\($0).bin"), Self.bytes(count: size, seed: UInt64($0) + 1000))
+        }
+        let sources = try files.enumerated().map { try writeLocal($0.element.1, name: "concurrent-\($0.offset)") }
+        try await step("upload \(count) files at once") {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (index, (file, _)) in files.enumerated() {
+                    group.addTask {
+                        try await self.adapter.uploadFile(fileURL: sources[index], attachment: file) { _ in }
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+        let received = try await step("download \(count) files at once") {
+            try await withThrowingTaskGroup(of: (Int, Data).self) { group in
+                for (index, (file, _)) in files.enumerated() {
+                    let destination = self.directory.appendingPathComponent("\(self.check)-received-\(index)")
+                    group.addTask {
+                        try await self.adapter.downloadFile(attachment: file, to: destination) { _ in }
+                        return (index, try Data(contentsOf: destination))
+                    }
+                }
+                return try await group.reduce(into: [Int: Data]()) { $0[$1.0] = $1.1 }
+            }
+        }
+        for (index, (_, content)) in files.enumerated() where received[index] != content {
+            throw fail("file \(index) of \(count) transferred concurrently came back different")
+        }
+        try await step("delete \(count) files at once") {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for (file, _) in files {
+                    group.addTask { try await self.adapter.deleteFile(attachment: file) }
+                }
+                try await group.waitForAll()
+            }
+        }
+    }
+
+    // MARK: Helpers
+
+    func attachment(_ name: String) -> Attachment {
+        let filename = "\(prefix)\(check)-\(name)"
+        used.withLock { _ = $0.insert(filename) }
+        return Attachment(
+            id: UUID().uuidString.lowercased(), filename: filename, state: .synced,
+            mediaType: "application/octet-stream")
+    }
+
+    /// Deletes every file this check used, ignoring failures.
+    func cleanUp() async {
+        for filename in used.withLock({ $0 }) {
+            try? await adapter.deleteFile(attachment: Attachment(id: "cleanup", filename: filename, state: .synced))
+        }
+    }
+
+    func fail(_ message: String, _ underlying: (any Error)? = nil) -> RemoteStorageConformance.Failure {
+        RemoteStorageConformance.Failure(check: check, message: message, underlying: underlying)
+    }
+
+    /// Runs an adapter call, turning what it throws into a failure that says what was being done.
+    @discardableResult
+    func step<T>(_ what: String, _ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let failure as RemoteStorageConformance.Failure {
+            throw failure
+        } catch {
+            throw fail("\(what) threw", error)
+        }
+    }
+
+    func downloaded(_ file: Attachment, form: String, size: Int) async throws -> Data {
+        if form == "Data" {
+            return try await step("download \(size) bytes with downloadFile(attachment:)") {
+                try await adapter.downloadFile(attachment: file)
+            }
+        }
+        let destination = directory.appendingPathComponent("\(check)-\(UUID().uuidString)")
+        let progress = ProgressLog()
+        try await step("download \(size) bytes with downloadFile(attachment:to:)") {
+            try await adapter.downloadFile(attachment: file, to: destination, progress: progress.handler)
+        }
+        try progress.expectLast(Int64(size), check: check, what: "download of \(size) bytes")
+        return try readLocal(destination)
+    }
+
+    func expectNotFound(_ file: Attachment, what: String, _ body: @Sendable () async throws -> Void) async throws {
+        do {
+            try await body()
+        } catch let error as AttachmentError where error.code == .remoteNotFound {
+            return
+        } catch {
+            throw fail("\(what) threw \(type(of: error)), not AttachmentError with code remoteNotFound", error)
+        }
+        throw fail("\(what) succeeded instead of throwing AttachmentError with code remoteNotFound")
+    }
+
+    func writeLocal(_ data: Data, name: String) throws -> URL {
+        let url = directory.appendingPathComponent("\(check)-\(name)")
+        do {
+            try data.write(to: url)
+        } catch {
+            throw fail("cannot write the local file \(url.path)", error)
+        }
+        return url
+    }
+
+    func readLocal(_ url: URL) throws -> Data {
+        do {
+            return try Data(contentsOf: url)
+        } catch {
+            throw fail("cannot read the downloaded file \(url.path)", error)
+        }
+    }
+
+    /// Deterministic bytes from a seed (a SplitMix64 stream), so misplaced ranges show.
+    static func bytes(count: Int, seed: UInt64) -> Data {
+        var state = seed
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(count)
+        while bytes.count < count {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var value = state
+            value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
+            value ^= value >> 31
+            for shift in stride(from: 0, to: 64, by: 8) where bytes.count < count {
+                bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift)))
+            }
+        }
+        return Data(bytes)
+    }
+}
+
+/// The progress reports of one transfer.
+private final class ProgressLog: Sendable {
+    private let last = LockedValue<TransferProgress?>(nil)
+
+    var handler: TransferProgressHandler {
+        { progress in self.last.withLock { $0 = progress } }
+    }
+
+    /// Fails unless the last report (if there was one) counts `size` bytes done.
+    func expectLast(_ size: Int64, check: RemoteStorageConformance.Check, what: String) throws {
+        guard let report = last.withLock({ $0 }) else { return }
+        guard report.completedBytes == size else {
+            throw RemoteStorageConformance.Failure(
+                check: check, message: "the last progress report of the \(what) counts \(report.completedBytes) bytes")
+        }
+    }
+}

@@ -1,0 +1,116 @@
+import AttachmentSync
+import AttachmentSyncTesting
+import Foundation
+import Testing
+
+@testable import AttachmentSyncS3
+
+/// The adapter conformance suite of AttachmentSyncTesting, run against every adapter of the library.
+@Suite("Remote storage conformance")
+struct ConformanceTests {
+    @Test("InMemoryRemoteStorage keeps the adapter contract")
+    func inMemoryConforms() async throws {
+        let storage = InMemoryRemoteStorage()
+        try await RemoteStorageConformance(adapter: storage).run()
+        #expect(await storage.files.isEmpty, "the suite deletes what it uploads")
+    }
+
+    @Test("FileSystemRemoteStorage keeps the adapter contract")
+    func fileSystemConforms() async throws {
+        try await withTemporaryDirectory { directory in
+            try await RemoteStorageConformance(adapter: FileSystemRemoteStorage(directory: directory)).run()
+        }
+    }
+
+    @Test("S3RemoteStorage on Ceph keeps the adapter contract, multipart uploads included")
+    func s3Conforms() async throws {
+        let configure: (inout S3RemoteStorage.Configuration) -> Void = {
+            $0.multipartThreshold = 5 * 1024 * 1024
+            $0.partSize = 5 * 1024 * 1024
+            $0.keyPrefix = "conformance/"
+        }
+        try await S3TestBucket.with("conformance", configure: configure) { storage, _ in
+            try await RemoteStorageConformance(adapter: storage).run()
+            #expect(try await storage.listKeys().isEmpty, "the suite deletes what it uploads")
+        }
+    }
+
+    @Test("HTTPRemoteStorage on nginx keeps the adapter contract, with and without a bearer token")
+    func httpConforms() async throws {
+        for authenticated in [false, true] {
+            try await WebDAVTestFolder.with(authenticated: authenticated) { storage, _ in
+                try await RemoteStorageConformance(adapter: storage).run()
+            }
+        }
+    }
+
+    @Test("a violation names the check and says what went wrong")
+    func violationsAreDescriptive() async throws {
+        let storage = InMemoryRemoteStorage()
+        await storage.setAlwaysFailing(.delete, with: InjectedFailure("delete refused"))
+        let failure = await #expect(throws: RemoteStorageConformance.Failure.self) {
+            try await RemoteStorageConformance(adapter: storage).run([.roundTripSmall, .idempotentDelete])
+        }
+        #expect(failure?.check == .idempotentDelete)
+        #expect(failure?.description.contains("delete") == true)
+        #expect(failure?.underlying as? InjectedFailure == InjectedFailure("delete refused"))
+    }
+
+    @Test("an adapter whose ranged reads append the wrong bytes fails the rangedRead check")
+    func brokenRangedReadIsCaught() async throws {
+        let failure = await #expect(throws: RemoteStorageConformance.Failure.self) {
+            try await RemoteStorageConformance(adapter: RepeatingRangedStorage()).run([.rangedRead])
+        }
+        #expect(failure?.check == .rangedRead)
+    }
+
+    @Test("an adapter whose missing files are not remoteNotFound fails the notFound check")
+    func wrongNotFoundErrorIsCaught() async throws {
+        let failure = await #expect(throws: RemoteStorageConformance.Failure.self) {
+            try await RemoteStorageConformance(adapter: VagueStorage()).run([.notFound])
+        }
+        #expect(failure?.check == .notFound)
+        #expect(failure?.message.contains("remoteNotFound") == true)
+    }
+}
+
+/// An adapter that claims ranged reads but appends the whole file again.
+private struct RepeatingRangedStorage: RemoteStorageAdapter {
+    let storage = InMemoryRemoteStorage()
+
+    func uploadFile(data: Data, attachment: AttachmentSync.Attachment) async throws {
+        try await storage.uploadFile(data: data, attachment: attachment)
+    }
+
+    func downloadFile(attachment: AttachmentSync.Attachment) async throws -> Data {
+        try await storage.downloadFile(attachment: attachment)
+    }
+
+    func deleteFile(attachment: AttachmentSync.Attachment) async throws {
+        try await storage.deleteFile(attachment: attachment)
+    }
+
+    var supportsRangedDownloads: Bool { true }
+
+    func downloadFile(
+        attachment: AttachmentSync.Attachment, appendingTo destination: URL, from offset: Int64,
+        progress: @escaping TransferProgressHandler
+    ) async throws {
+        let data = try await storage.downloadFile(attachment: attachment)
+        let handle = try FileHandle(forWritingTo: destination)
+        defer { try? handle.close() }
+        try handle.seekToEnd()
+        try handle.write(contentsOf: data)
+    }
+}
+
+/// An adapter that throws a plain error for a missing file.
+private struct VagueStorage: RemoteStorageAdapter {
+    func uploadFile(data: Data, attachment: AttachmentSync.Attachment) async throws {}
+
+    func downloadFile(attachment: AttachmentSync.Attachment) async throws -> Data {
+        throw URLError(.fileDoesNotExist)
+    }
+
+    func deleteFile(attachment: AttachmentSync.Attachment) async throws {}
+}
