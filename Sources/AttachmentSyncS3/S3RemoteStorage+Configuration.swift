@@ -13,7 +13,9 @@ extension S3RemoteStorage {
     }
 
     /// Where the adapter gets the keys it signs requests with.
-    public enum CredentialsProvider: Sendable {
+    ///
+    /// Printing or dumping one (or a ``Configuration`` holding it) never shows a secret or a session token.
+    public enum CredentialsProvider: Sendable, CustomStringConvertible, CustomReflectable {
         /// Fixed keys, with an optional session token (the default is `nil`).
         case `static`(accessKeyId: String, secretAccessKey: String, sessionToken: String? = nil)
         /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and (optionally) `AWS_SESSION_TOKEN` from the process's
@@ -24,6 +26,22 @@ extension S3RemoteStorage {
         /// ``S3Credentials/expiration``, or after the server refuses the credentials; concurrent requests share
         /// one call.
         case custom(@Sendable () async throws -> S3Credentials)
+
+        /// `static(accessKeyId: …, secretAccessKey: <redacted>)`, `environment` or `custom`.
+        public var description: String {
+            switch self {
+            case .static(let accessKeyId, _, let sessionToken):
+                "static(accessKeyId: \(accessKeyId), secretAccessKey: <redacted>"
+                    + (sessionToken == nil ? ")" : ", sessionToken: <redacted>)")
+            case .environment: "environment"
+            case .custom: "custom"
+            }
+        }
+
+        /// The description only, so `dump` shows no secret either.
+        public var customMirror: Mirror {
+            Mirror(self, children: ["provider": description])
+        }
     }
 
     /// Every option of ``S3RemoteStorage``, with its default.

@@ -19,6 +19,20 @@ import Testing
         return configuration
     }
 
+    @Test("printing or dumping a configuration shows no secret and no session token")
+    func configurationHidesSecrets() {
+        var configuration = Self.configuration()
+        configuration.credentials = .static(
+            accessKeyId: "AKIDVISIBLE", secretAccessKey: "very-secret-key", sessionToken: "very-secret-token")
+        var dumped = ""
+        dump(configuration, to: &dumped)
+        for text in [String(describing: configuration), String(reflecting: configuration), dumped] {
+            #expect(text.contains("AKIDVISIBLE"))
+            #expect(!text.contains("very-secret-key"))
+            #expect(!text.contains("very-secret-token"))
+        }
+    }
+
     @Test("options out of range are rejected with invalidConfiguration naming the option")
     func invalidOptionsAreRejected() throws {
         let cases: [(String, (inout S3RemoteStorage.Configuration) -> Void)] = [
