@@ -56,6 +56,7 @@ let package = Package(
             name: "attachment-sync",
             dependencies: [
                 "AttachmentSync",
+                "AttachmentSyncS3",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -3,11 +3,11 @@ import Foundation
 import Logging
 
 /// `attachment-sync demo`: shows two devices keeping inspection photos in sync through a shared remote
-/// folder, with nothing to set up.
+/// folder, with nothing to set up, or through a real S3 bucket with `--s3`.
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Sync inspection photos between two simulated devices through a shared folder.",
+        abstract: "Sync inspection photos between two simulated devices through a shared folder or S3 bucket.",
         discussion: """
             Runs a small inspection app twice, as devices A and B, in a new temporary folder. Each device \
             has its own SQLite database and attachments folder; both use the same folder as remote storage.
@@ -16,12 +16,20 @@ struct DemoCommand: AsyncParsableCommand {
             uploads them.
               2. The checklist rows are copied to B, standing in for row sync. B's queue sees the photo ids \
             and downloads the files.
-              3. A deletes one photo. The queue removes it locally and from the remote folder.
+              3. A deletes one photo. The queue removes it locally and from the remote.
               4. The cleared photo id reaches B. B archives its copy and keeps the file as a cache.
 
             Progress is shown per device while it happens. At the end the command prints how many records \
             are in each state and how many bytes are on disk, and compares every copy with its original, \
             byte for byte.
+
+            With --s3 URL the devices share an S3 bucket instead of the folder. The URL is path-style: the \
+            server, then the bucket, then optionally a key prefix (http://127.0.0.1:7480/bucket-name). The \
+            credentials come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and, for temporary credentials, \
+            AWS_SESSION_TOKEN; the region from AWS_REGION (default us-east-1). The bucket is created when it \
+            is missing; each run writes under a key prefix of its own (attachment-sync-demo-<random>/), \
+            reads the remote copies back through the S3 adapter to compare them, and deletes its objects at \
+            the end unless --keep is given.
 
             With --on-demand, B's queue downloads nothing by itself: B gets a record per photo (metadata, \
             no content), then fetches the first few on request, showing their progress, and purges one \
@@ -40,6 +48,15 @@ struct DemoCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("How long the demo may take before it gives up, in seconds.", valueName: "seconds"))
     var timeout: Double = 60
 
+    /// The S3 bucket the devices share instead of a folder, as a path-style URL.
+    @Option(
+        help: ArgumentHelp(
+            "Share an S3 bucket instead of a folder: the server, then the bucket, then optionally a key prefix "
+                + "(\(DemoS3Location.example)). Credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and "
+                + "AWS_SESSION_TOKEN; region from AWS_REGION (default us-east-1).",
+            valueName: "url"))
+    var s3: String?
+
     /// Whether device B fetches photos only on request.
     @Flag(
         help: ArgumentHelp(
@@ -48,7 +65,10 @@ struct DemoCommand: AsyncParsableCommand {
     var onDemand = false
 
     /// Whether to keep the working folder.
-    @Flag(help: "Keep the temporary folder (databases, attachment folders, remote) to look at afterwards.")
+    @Flag(
+        help: ArgumentHelp(
+            "Keep the temporary folder (databases, attachment folders, remote) to look at afterwards, and with "
+                + "--s3 the objects in the bucket."))
     var keep = false
 
     /// Whether the library logs to standard error.
@@ -62,6 +82,25 @@ struct DemoCommand: AsyncParsableCommand {
         guard timeout.isFinite, timeout > 0 else {
             throw ValidationError("--timeout must be a positive number of seconds, not \(timeout).")
         }
+        _ = try s3Location()
+    }
+
+    /// The bucket `--s3` names, or `nil` without `--s3`.
+    ///
+    /// - Throws: `ValidationError` for a malformed URL or missing credentials.
+    func s3Location() throws -> DemoS3Location? {
+        try s3.map { try DemoS3Location(url: $0, environment: ProcessInfo.processInfo.environment) }
+    }
+
+    /// The remote the devices share: the bucket `--s3` names, under a key prefix of this run's own, or a
+    /// folder in `root`.
+    private func makeRemote(root: URL, logger: Logger?) throws -> any DemoRemote {
+        guard let location = try s3Location() else {
+            return DemoFolderRemote(directory: root.appendingPathComponent("remote", isDirectory: true))
+        }
+        return try DemoS3Remote(
+            location: location, runPrefix: "attachment-sync-demo-\(UUID().uuidString.prefix(8).lowercased())/",
+            stateDirectory: root.appendingPathComponent("s3-multipart-uploads", isDirectory: true), logger: logger)
     }
 
     func run() async throws {
@@ -76,11 +115,20 @@ struct DemoCommand: AsyncParsableCommand {
             streamLogger.logLevel = .debug
             logger = streamLogger
         }
+        let remote: any DemoRemote
+        do {
+            remote = try makeRemote(root: root, logger: logger)
+        } catch {
+            try? FileManager.default.removeItem(at: root)
+            throw error
+        }
         let scenario = DemoScenario(
             count: count,
             onDemand: onDemand,
             timeout: .milliseconds(Int64((timeout * 1000).rounded())),
             root: root,
+            remote: remote,
+            keep: keep,
             console: console,
             logger: logger
         )

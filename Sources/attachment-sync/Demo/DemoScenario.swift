@@ -17,6 +17,10 @@ struct DemoScenario: Sendable {
     let timeout: Duration
     /// The demo's working folder.
     let root: URL
+    /// The remote storage both devices share: a folder in ``root``, or a bucket with `--s3`.
+    let remote: any DemoRemote
+    /// Whether the remote's objects stay after the demo (`--keep`).
+    let keep: Bool
     /// Where progress and results are written.
     let console: DemoConsole
     /// Where the library logs, or `nil` to keep it quiet.
@@ -67,49 +71,76 @@ struct DemoScenario: Sendable {
 
     // MARK: - Running
 
-    /// Runs the scenario in `root`, then stops both devices whatever happened.
+    /// Runs the scenario in `root`, then stops both devices whatever happened, and removes the demo's objects
+    /// from the remote unless ``keep`` is set.
     ///
-    /// - Throws: ``DemoFailure`` when a step does not converge before the deadline or a copy differs from
-    ///   its original; the library's errors as they come.
+    /// - Throws: ``DemoFailure`` when the remote cannot be prepared, a step does not converge before the
+    ///   deadline or a copy differs from its original; the library's errors as they come.
     func run() async throws {
+        var failure: (any Error)?
+        var filenames: Set<String> = []
+        do {
+            try await remote.prepare()
+            let a = try makeDevice("A")
+            let b: DemoDevice
+            do {
+                b = try makeDevice("B")
+            } catch {
+                await a.shutDown()
+                throw error
+            }
+            failure = await playAndReport(a, b)
+            filenames = await Self.filenames(known: [a, b])
+            await a.shutDown()
+            await b.shutDown()
+        } catch {
+            failure = error
+        }
+        if let line = await remote.finish(removing: filenames, keep: keep) {
+            console.line(line)
+        }
+        if let failure { throw failure }
+    }
+
+    /// Plays the story on the two devices and prints the final table; returns what went wrong, if anything,
+    /// after printing the state the devices were left in.
+    private func playAndReport(_ a: DemoDevice, _ b: DemoDevice) async -> (any Error)? {
         let clock = ContinuousClock()
         let started = clock.now
         let deadline = started.advanced(by: timeout)
-        let remote = FileSystemRemoteStorage(directory: root.appendingPathComponent("remote", isDirectory: true))
-        let a = try makeDevice("A", remote: remote)
-        let b: DemoDevice
-        do {
-            b = try makeDevice("B", remote: remote)
-        } catch {
-            await a.shutDown()
-            throw error
-        }
-        describeLayout(a, b, remote)
-
+        describeLayout(a, b)
         do {
             try await a.queue.startSync()
             try await b.queue.startSync()
-            try await play(a, b, remote, deadline: deadline)
-            try await report(a, b, remote, failed: false)
+            try await play(a, b, deadline: deadline)
+            try await report(a, b, failed: false)
             console.line("demo converged in \(DemoReport.seconds(clock.now - started)): \(count) photos")
+            return nil
         } catch {
             console.endStatus()
             console.line()
             console.line("state when the demo stopped:")
-            try? await report(a, b, remote, failed: true)
-            await a.shutDown()
-            await b.shutDown()
-            throw error
+            try? await report(a, b, failed: true)
+            return error
         }
-        await a.shutDown()
-        await b.shutDown()
     }
 
-    private func makeDevice(_ name: String, remote: FileSystemRemoteStorage) throws -> DemoDevice {
+    /// The file names of every attachment the devices have a record of: every object the demo may have
+    /// written to the remote (a photo deleted on A is still archived on B).
+    private static func filenames(known devices: [DemoDevice]) async -> Set<String> {
+        var filenames: Set<String> = []
+        for device in devices {
+            let records = (try? await device.queue.allAttachments()) ?? []
+            filenames.formUnion(records.map(\.filename))
+        }
+        return filenames
+    }
+
+    private func makeDevice(_ name: String) throws -> DemoDevice {
         try DemoDevice(
             name: name,
             root: root,
-            remote: remote,
+            remote: remote.storage,
             syncInterval: Self.syncInterval,
             syncThrottleDuration: Self.syncThrottleDuration,
             downloadPolicy: name == "B" && onDemand ? .onDemand : .eager,
@@ -128,15 +159,15 @@ struct DemoScenario: Sendable {
         return fetched.count > 1 ? Array(fetched.dropLast()) : fetched
     }
 
-    private func describeLayout(_ a: DemoDevice, _ b: DemoDevice, _ remote: FileSystemRemoteStorage) {
-        console.line("AttachmentSync demo: an inspection checklist on two devices that share one remote folder")
+    private func describeLayout(_ a: DemoDevice, _ b: DemoDevice) {
+        console.line("AttachmentSync demo: an inspection checklist on two devices that share \(remote.kind)")
         console.line("working folder  \(root.path)")
         for device in [a, b] {
             console.line(
                 "  device \(device.name)      \(device.folder.lastPathComponent)/app.sqlite, "
                     + "\(device.folder.lastPathComponent)/attachments/")
         }
-        console.line("  remote        \(remote.directory.lastPathComponent)/")
+        console.line("  remote        \(remote.location)")
     }
 
     // MARK: - The story
@@ -145,7 +176,7 @@ struct DemoScenario: Sendable {
     private struct Stage: Sendable {
         let a: DemoDevice
         let b: DemoDevice
-        let remote: FileSystemRemoteStorage
+        let remote: any DemoRemote
         let deadline: ContinuousClock.Instant
     }
 
@@ -154,11 +185,12 @@ struct DemoScenario: Sendable {
         let item: ChecklistRow
         let attachmentId: String
         let data: Data
+
+        /// The photo's file name, locally and remotely.
+        var filename: String { "\(attachmentId).jpg" }
     }
 
-    private func play(
-        _ a: DemoDevice, _ b: DemoDevice, _ remote: FileSystemRemoteStorage, deadline: ContinuousClock.Instant
-    ) async throws {
+    private func play(_ a: DemoDevice, _ b: DemoDevice, deadline: ContinuousClock.Instant) async throws {
         let stage = Stage(a: a, b: b, remote: remote, deadline: deadline)
         let photos = try await captureAndUpload(stage)
         if onDemand {
@@ -277,9 +309,8 @@ struct DemoScenario: Sendable {
         console.line("   bytes: the \(fetched.count) fetched photos are identical to the ones A took")
         guard fetched.count > 1, let purged = fetched.last else { return }
         let after = try await b.queue.purge(attachmentId: purged.attachmentId)
-        let remoteFile = stage.remote.directory.appendingPathComponent("\(purged.attachmentId).jpg")
-        guard !after.contentAvailable, after.state == .synced, FileManager.default.fileExists(atPath: remoteFile.path)
-        else {
+        let remoteCopyStays = try await stage.remote.exists(purged.filename)
+        guard !after.contentAvailable, after.state == .synced, remoteCopyStays else {
             throw DemoFailure("purging \(purged.attachmentId) on B did not leave a remote-only record")
         }
         console.line("   B purges \(purged.attachmentId): its file is gone, its record stays, the remote copy too")
@@ -360,11 +391,10 @@ struct DemoScenario: Sendable {
         try await a.queue.deleteFile(attachmentId: id) { tx, _ in
             try tx.execute(sql: "UPDATE checklists SET photo_id = NULL WHERE photo_id = ?", arguments: [id])
         }
-        let remoteFile = stage.remote.directory.appendingPathComponent("\(id).jpg")
-        let localFile = a.attachmentsDirectory.appendingPathComponent("\(id).jpg")
+        let localFile = a.attachmentsDirectory.appendingPathComponent(photo.filename)
         try await wait("A to delete the photo locally and remotely", since: started, deadline: stage.deadline) {
             let record = try await a.queue.attachment(id: id)
-            let remoteGone = !FileManager.default.fileExists(atPath: remoteFile.path)
+            let remoteGone = try await !stage.remote.exists(photo.filename)
             let localGone = !FileManager.default.fileExists(atPath: localFile.path)
             let done = record == nil && remoteGone && localGone
             return Poll(
@@ -458,13 +488,13 @@ struct DemoScenario: Sendable {
         for photo in photos {
             let id = photo.attachmentId
             let original = photo.data
-            let places: [(String, URL?)] = [
-                ("A", try await stage.a.queue.attachment(id: id)?.localUri.map { URL(fileURLWithPath: $0) }),
-                ("remote", stage.remote.directory.appendingPathComponent("\(id).jpg")),
-                ("B", try await stage.b.queue.attachment(id: id)?.localUri.map { URL(fileURLWithPath: $0) }),
+            let places: [(String, Data?)] = [
+                ("A", try await stage.a.queue.attachment(id: id)?.localUri.flatMap(Self.contents)),
+                ("remote", try await stage.remote.contents(of: photo.filename)),
+                ("B", try await stage.b.queue.attachment(id: id)?.localUri.flatMap(Self.contents)),
             ]
-            for (place, url) in places {
-                guard let url, let copy = try? Data(contentsOf: url) else {
+            for (place, copy) in places {
+                guard let copy else {
                     mismatches.append("\(id) is missing on \(place)")
                     continue
                 }
@@ -483,12 +513,18 @@ struct DemoScenario: Sendable {
         return compared
     }
 
+    /// The bytes of the local file at `path`, or `nil` when it cannot be read.
+    private static func contents(_ path: String) -> Data? {
+        try? Data(contentsOf: URL(fileURLWithPath: path))
+    }
+
     /// Checks the end state: A has `count - 1` synced photos, B the same plus one archived, the remote
     /// `count - 1` files; each device's folder holds exactly its records' files.
     private func checkFinalState(_ stage: Stage, filesOnB: Int) async throws {
         let aState = try await stage.a.snapshot()
         let bState = try await stage.b.snapshot()
-        let remoteFiles = try DemoSnapshot.regularFiles(in: stage.remote.directory)
+        let remoteFiles = try await stage.remote.objects(
+            among: Set(aState.records.map(\.filename) + bState.records.map(\.filename)))
         var problems: [String] = []
         if aState.count(.synced) != count - 1 || aState.records.count != count - 1 {
             problems.append("A should hold \(count - 1) synced records, not \(describe(aState))")
@@ -500,7 +536,7 @@ struct DemoScenario: Sendable {
         if bState.files.count != filesOnB {
             problems.append("B's folder has \(bState.files.count) files, not \(filesOnB)")
         }
-        if remoteFiles.count != count - 1 { problems.append("the remote folder has \(remoteFiles.count) files") }
+        if remoteFiles.count != count - 1 { problems.append("the remote has \(remoteFiles.count) files") }
         guard problems.isEmpty else {
             throw DemoFailure("unexpected end state: " + problems.joined(separator: "; "))
         }
@@ -515,11 +551,10 @@ struct DemoScenario: Sendable {
     }
 
     /// Prints the table of states and bytes per device.
-    private func report(
-        _ a: DemoDevice, _ b: DemoDevice, _ remote: FileSystemRemoteStorage, failed: Bool
-    ) async throws {
+    private func report(_ a: DemoDevice, _ b: DemoDevice, failed: Bool) async throws {
         let devices = [(name: "A", snapshot: try await a.snapshot()), (name: "B", snapshot: try await b.snapshot())]
-        let remoteState = DemoSnapshot(records: [], files: try DemoSnapshot.regularFiles(in: remote.directory))
+        let known = Set(devices.flatMap { $0.snapshot.records.map(\.filename) })
+        let remoteState = DemoSnapshot(records: [], files: try await remote.objects(among: known))
         if !failed {
             console.line()
             console.line("records by state, and files on disk:")

@@ -1,0 +1,169 @@
+import AttachmentSync
+import Foundation
+import Testing
+
+@testable import AttachmentSyncS3
+
+/// `attachment-sync demo --s3 URL`, run as a user runs it, against the real Ceph S3 gateway on 127.0.0.1
+/// (`scripts/s3-server start`).
+@Suite("attachment-sync demo --s3")
+struct DemoS3CommandTests {
+    /// The environment the demo reads its credentials and region from, for the test server.
+    static var credentials: [String: String?] {
+        let server = TestServers.s3
+        return [
+            "AWS_ACCESS_KEY_ID": server.accessKey, "AWS_SECRET_ACCESS_KEY": server.secretKey,
+            "AWS_SESSION_TOKEN": nil, "AWS_REGION": server.region,
+        ]
+    }
+
+    /// The demo's URL for `bucket`, with `path` after it.
+    static func url(bucket: String, path: String = "") -> String {
+        var endpoint = TestServers.s3.endpoint.absoluteString
+        while endpoint.hasSuffix("/") { endpoint.removeLast() }
+        return "\(endpoint)/\(bucket)\(path)"
+    }
+
+    /// Runs `body` with a bucket name nobody uses yet, then deletes the bucket if the demo made it.
+    static func withNewBucket(_ label: String, _ body: (S3TestBucket) async throws -> Void) async throws {
+        try await TestServers.requireReachable(TestServers.s3.endpoint, startCommand: "scripts/s3-server start")
+        try await withTemporaryDirectory { directory in
+            let bucket = S3TestBucket(name: TestServers.uniqueBucketName(label), stateDirectory: directory)
+            var failure: (any Error)?
+            do {
+                try await body(bucket)
+            } catch {
+                failure = error
+            }
+            let storage = try bucket.makeStorage()
+            let bucketExists = (try? await storage.listKeys()) != nil
+            try await storage.shutdown()
+            if bucketExists { try await bucket.destroy() }
+            if let failure { throw failure }
+        }
+    }
+
+    /// The rows of the final table, split into their cells.
+    static func tableRows(_ output: String) -> [[Substring]] {
+        output.split(separator: "\n").map { $0.split(separator: " ") }
+    }
+
+    @Test("creates the bucket, converges with five photos and leaves no object behind")
+    func demoConvergesOnS3() async throws {
+        try await Self.withNewBucket("demo") { bucket in
+            // Given the built tool and a bucket that does not exist yet
+            let tool = try CommandLineTool.locate()
+
+            // When the demo runs against it with five photos
+            let result = try await tool.run(
+                ["demo", "--s3", Self.url(bucket: bucket.name), "--count", "5", "--timeout", "60"],
+                environment: Self.credentials)
+
+            // Then it converged, with the same end state as over a folder, and removed its objects
+            #expect(result.status == 0, "stdout: \(result.standardOutput)\nstderr: \(result.standardError)")
+            #expect(result.standardOutput.contains("share one S3 bucket"))
+            #expect(result.standardOutput.contains("demo converged"))
+            #expect(result.standardOutput.contains("5/5 photos identical on A, remote and B"))
+            let rows = Self.tableRows(result.standardOutput)
+            #expect(rows.contains { $0.starts(with: ["A", "0", "0", "0", "4", "0", "4"]) })
+            #expect(rows.contains { $0.starts(with: ["B", "0", "0", "0", "4", "1", "5"]) })
+            #expect(rows.contains { $0.starts(with: ["remote", "-", "-", "-", "-", "-", "4"]) })
+            #expect(
+                result.standardOutput.contains("removed the demo's objects under \(Self.url(bucket: bucket.name))/"))
+            for text in [result.standardOutput, result.standardError] {
+                #expect(!text.contains(bucket.server.secretKey))
+            }
+            let storage = try bucket.makeStorage()
+            let keys = try await storage.listKeys()
+            try await storage.shutdown()
+            #expect(keys.isEmpty, "left behind: \(keys)")
+        }
+    }
+
+    @Test("with --on-demand and --keep, under the URL's key prefix, the remaining photos stay in the bucket")
+    func demoOnDemandKeepsObjectsUnderPrefix() async throws {
+        try await Self.withNewBucket("demo-keep") { bucket in
+            // Given the built tool and a URL with a key prefix after the bucket
+            let tool = try CommandLineTool.locate()
+            let url = Self.url(bucket: bucket.name, path: "/team-a/photos")
+
+            // When the on-demand demo runs with four photos and --keep
+            let result = try await tool.run(
+                ["demo", "--s3", url, "--on-demand", "--keep", "--count", "4", "--timeout", "60"],
+                environment: Self.credentials)
+            let keptFolder = result.standardOutput.split(separator: "\n")
+                .first { $0.hasPrefix("kept /") }.map { String($0.dropFirst("kept ".count)) }
+            if let keptFolder { try? FileManager.default.removeItem(atPath: keptFolder) }
+
+            // Then B fetched three photos and purged one while its remote copy stayed, and the three photos
+            // A kept are in the bucket under the URL's prefix and this run's own prefix
+            #expect(result.status == 0, "stdout: \(result.standardOutput)\nstderr: \(result.standardError)")
+            #expect(result.standardOutput.contains("demo converged"))
+            #expect(result.standardOutput.contains("4/4 records, remote-only"))
+            #expect(result.standardOutput.contains("its record stays, the remote copy too"))
+            let rows = Self.tableRows(result.standardOutput)
+            #expect(rows.contains { $0.starts(with: ["A", "0", "0", "0", "3", "0", "3"]) })
+            #expect(rows.contains { $0.starts(with: ["B", "0", "0", "0", "3", "1", "2"]) })
+            #expect(rows.contains { $0.starts(with: ["remote", "-", "-", "-", "-", "-", "3"]) })
+            #expect(result.standardOutput.contains("kept the objects under \(url)/attachment-sync-demo-"))
+            #expect(keptFolder != nil)
+
+            let storage = try bucket.makeStorage()
+            let keys = try await storage.listKeys()
+            try await storage.shutdown()
+            #expect(keys.count == 3, "\(keys)")
+            #expect(keys.allSatisfy { $0.hasPrefix("team-a/photos/attachment-sync-demo-") && $0.hasSuffix(".jpg") })
+            #expect(Set(keys.map { $0.split(separator: "/").dropLast() }).count == 1, "one prefix per run")
+        }
+    }
+
+    @Test("a malformed --s3 URL or missing credentials are refused with a message naming the problem")
+    func demoRejectsBadURLsAndMissingCredentials() async throws {
+        // Given the built tool
+        let tool = try CommandLineTool.locate()
+        let cases: [(arguments: [String], environment: [String: String?], message: String)] = [
+            (["--s3", "not-a-url"], Self.credentials, "--s3 must be an http or https URL like "),
+            (["--s3", "ftp://127.0.0.1/bucket"], Self.credentials, "--s3 must be an http or https URL like "),
+            (["--s3", "http://127.0.0.1:7480"], Self.credentials, "--s3 names no bucket"),
+            (["--s3", "http://127.0.0.1:7480/Bad_Bucket"], Self.credentials, "is not valid"),
+            (["--s3", "http://127.0.0.1:7480/bucket?x=1"], Self.credentials, "must not have a query"),
+            (["--s3", "http://key:secret@127.0.0.1:7480/bucket"], Self.credentials, "without credentials in it"),
+            (
+                ["--s3", "http://127.0.0.1:7480/bucket"], ["AWS_ACCESS_KEY_ID": nil, "AWS_SECRET_ACCESS_KEY": nil],
+                "AWS_ACCESS_KEY_ID is not set"
+            ),
+            (
+                ["--s3", "http://127.0.0.1:7480/bucket"], ["AWS_ACCESS_KEY_ID": "key", "AWS_SECRET_ACCESS_KEY": ""],
+                "AWS_SECRET_ACCESS_KEY is not set"
+            ),
+        ]
+        for (arguments, environment, message) in cases {
+            // When the demo is started with it
+            let result = try await tool.run(["demo"] + arguments, environment: environment, seconds: 30)
+
+            // Then it refuses before doing anything, saying why
+            #expect(result.status != 0, "\(arguments)")
+            #expect(result.standardError.contains(message), "\(arguments): \(result.standardError)")
+            #expect(!result.standardError.contains("secret@"), "the URL's password is not echoed")
+            #expect(!result.standardOutput.contains("AttachmentSync demo"), "\(arguments)")
+        }
+    }
+
+    @Test("a server that cannot be reached stops the demo with a message naming the bucket and server")
+    func demoReportsUnreachableServer() async throws {
+        // Given the built tool and a port nothing listens on
+        let tool = try CommandLineTool.locate()
+
+        // When the demo runs against it
+        let result = try await tool.run(
+            ["demo", "--s3", "http://127.0.0.1:9/no-such-server", "--count", "2", "--timeout", "20"],
+            environment: Self.credentials, seconds: 60)
+
+        // Then it fails, saying what it could not reach
+        #expect(result.status != 0)
+        #expect(
+            result.standardError.contains("could not create or open bucket \"no-such-server\" at http://127.0.0.1:9"),
+            "stderr: \(result.standardError)")
+        #expect(!result.standardOutput.contains("demo converged"))
+    }
+}

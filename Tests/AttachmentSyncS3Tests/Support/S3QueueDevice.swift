@@ -1,0 +1,121 @@
+import AttachmentSync
+import AttachmentSyncS3
+import Foundation
+
+/// One device for the queue-over-S3 tests: a real SQLite file with a checklist table whose rows refer to
+/// photos, a real attachments folder, and an ``AttachmentQueue`` over an ``S3RemoteStorage`` adapter, on the
+/// real clock.
+final class S3QueueDevice: Sendable {
+    static let schema = Schema(tables: [
+        Table(name: "checklists", columns: [.text("description"), .integer("completed"), .text("photo_id")]),
+        createAttachmentTable(name: "attachments"),
+    ])
+
+    let folder: URL
+    let db: LocalDatabase
+    let queue: AttachmentQueue
+
+    /// Opens `folder/app.sqlite` and creates a queue (not started) that follows the checklists' photos, as
+    /// `.jpg` files.
+    ///
+    /// The periodic pass is short and retries wait little, so a missed trigger or a transient failure costs
+    /// a second, not the test's deadline; `configure` changes the rest.
+    init(
+        folder: URL, storage: S3RemoteStorage,
+        configure: (inout AttachmentQueue.Configuration) -> Void = { _ in }
+    ) throws {
+        self.folder = folder
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let db = try LocalDatabase(path: folder.appendingPathComponent("app.sqlite").path, schema: Self.schema)
+        self.db = db
+        var configuration = AttachmentQueue.Configuration(
+            attachmentsDirectory: folder.appendingPathComponent("attachments", isDirectory: true).path)
+        configuration.syncInterval = .seconds(1)
+        configuration.syncThrottleDuration = .milliseconds(20)
+        configuration.retryBackoff = RetryBackoff(initialDelay: .milliseconds(200), maximumDelay: .seconds(1))
+        configure(&configuration)
+        queue = AttachmentQueue(
+            db: db,
+            remoteStorage: storage,
+            configuration: configuration,
+            watchAttachments: {
+                try db.watch(
+                    options: WatchOptions(
+                        sql: "SELECT photo_id FROM checklists WHERE photo_id IS NOT NULL",
+                        parameters: [],
+                        mapper: { cursor in
+                            try WatchedAttachmentItem(id: cursor.getString(name: "photo_id"), fileExtension: "jpg")
+                        }))
+            })
+    }
+
+    /// Adds a checklist row that refers to `photo`.
+    func addChecklist(_ id: String, photo: String?) async throws {
+        _ = try await db.execute(
+            sql: "INSERT INTO checklists (id, description, completed, photo_id) VALUES (?, ?, 1, ?)",
+            parameters: [id, "item \(id)", photo])
+    }
+
+    /// The bytes of `name` in the attachments folder, or `nil` when there is no such file.
+    func bytesOnDisk(_ name: String) -> Data? {
+        FileManager.default.contents(atPath: queue.attachmentsDirectory.appendingPathComponent(name).path)
+    }
+
+    /// Waits, through a watch on the table rather than by sleeping, until the attachment is in `state`
+    /// (`nil`: until its record is gone).
+    func waitForState(_ id: String, _ state: AttachmentState?, seconds: Double = 60) async throws {
+        let states = try db.watch(sql: "SELECT state FROM attachments WHERE id = ?", parameters: [id]) {
+            try $0.getInt(name: "state")
+        }
+        let expected = state.map { [$0.rawValue] } ?? []
+        _ = try await withDeadline(seconds: seconds, "attachment \(id) to reach \(String(describing: state))") {
+            for try await rows in states where rows == expected {
+                return true
+            }
+            throw StreamEnded(what: "attachment \(id) reached \(String(describing: state))")
+        }
+    }
+
+    /// Stops the queue and closes the database.
+    func close() async {
+        await queue.close()
+        try? await db.close()
+    }
+}
+
+extension S3QueueDevice {
+    /// Runs `body` with a device in `folder` over `storage`, then closes it whatever happened.
+    static func with<T>(
+        folder: URL, storage: S3RemoteStorage, configure: (inout AttachmentQueue.Configuration) -> Void = { _ in },
+        _ body: (S3QueueDevice) async throws -> T
+    ) async throws -> T {
+        let device = try S3QueueDevice(folder: folder, storage: storage, configure: configure)
+        do {
+            let result = try await body(device)
+            await device.close()
+            return result
+        } catch {
+            await device.close()
+            throw error
+        }
+    }
+}
+
+extension S3TestBucket {
+    /// Runs `body` with a new adapter for this bucket (another device's, say), then shuts it down whatever
+    /// happened.
+    func withStorage<T>(
+        _ configure: (inout S3RemoteStorage.Configuration) -> Void = { _ in },
+        _ body: (S3RemoteStorage) async throws -> T
+    ) async throws -> T {
+        let storage = try makeStorage(configure)
+        do {
+            let result = try await body(storage)
+            try await storage.shutdown()
+            return result
+        } catch {
+            try? await storage.shutdown()
+            throw error
+        }
+    }
+}
