@@ -40,6 +40,25 @@ enum FileStreaming {
         to destination: URL,
         progress: TransferProgressHandler? = nil
     ) async throws -> (size: Int64, sha256: String) {
+        let (size, sha256) = try await copy(from: source, to: destination, hashing: true, progress: progress)
+        return (size, sha256 ?? "")
+    }
+
+    /// Copies `source` to `destination` like ``copy(from:to:progress:)``, without hashing (a remote copy
+    /// whose content the record already vouches for); returns the size.
+    @discardableResult
+    static func copyWithoutHashing(
+        from source: URL, to destination: URL, progress: TransferProgressHandler? = nil
+    ) async throws -> Int64 {
+        try await copy(from: source, to: destination, hashing: false, progress: progress).size
+    }
+
+    private static func copy(
+        from source: URL,
+        to destination: URL,
+        hashing: Bool,
+        progress: TransferProgressHandler?
+    ) async throws -> (size: Int64, sha256: String?) {
         let total = try? FileManager.default.attributesOfItem(atPath: source.path)[.size] as? NSNumber
         let input = try fileSystem(path: source.path) { try FileHandle(forReadingFrom: source) }
         defer { try? input.close() }
@@ -56,13 +75,13 @@ enum FileStreaming {
             let chunk = try fileSystem(path: source.path) { try input.read(upToCount: chunkSize) } ?? Data()
             if chunk.isEmpty { break }
             try fileSystem(path: destination.path) { try output.write(contentsOf: chunk) }
-            hasher.update(data: chunk)
+            if hashing { hasher.update(data: chunk) }
             size += Int64(chunk.count)
             progress?(TransferProgress(completedBytes: size, totalBytes: total?.int64Value))
             await Task.yield()
         }
         try fileSystem(path: destination.path) { try output.synchronize() }
-        return (size, hex(hasher.finalize()))
+        return (size, hashing ? hex(hasher.finalize()) : nil)
     }
 
     /// Appends `source`'s bytes from `offset` on to the existing file `destination`, in chunks, flushing it

@@ -52,7 +52,7 @@ public struct FileSystemRemoteStorage: RemoteStorageAdapter {
         let target = try self.fileURL(for: attachment)
         let staging = directory.appendingPathComponent(FileName.uniqueTemporaryName())
         do {
-            _ = try await FileStreaming.copy(from: fileURL, to: staging, progress: progress)
+            try await FileStreaming.copyWithoutHashing(from: fileURL, to: staging, progress: progress)
             try FileManagerStorageAdapter.rename(from: staging.path, to: target.path)
         } catch {
             try? FileManager.default.removeItem(at: staging)
@@ -66,7 +66,7 @@ public struct FileSystemRemoteStorage: RemoteStorageAdapter {
         attachment: Attachment, to destination: URL, progress: @escaping TransferProgressHandler
     ) async throws {
         let source = try existingFile(for: attachment)
-        _ = try await FileStreaming.copy(from: source, to: destination, progress: progress)
+        try await FileStreaming.copyWithoutHashing(from: source, to: destination, progress: progress)
     }
 
     private func existingFile(for attachment: Attachment) throws -> URL {
