@@ -64,7 +64,10 @@ let package = Package(
         ),
         .executableTarget(
             name: "attachment-sync-bench",
-            dependencies: ["AttachmentSync", "AttachmentSyncTesting"],
+            dependencies: [
+                "AttachmentSync", "AttachmentSyncTesting", "AttachmentSyncS3",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             path: "Benchmarks/attachment-sync-bench",
             swiftSettings: strictSettings
         ),

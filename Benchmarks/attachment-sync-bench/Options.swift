@@ -37,7 +37,7 @@ struct Options: Sendable {
         var lines = [
             "USAGE: attachment-sync-bench [--quick] [--verbose] [SCENARIO…]",
             "",
-            "Runs AttachmentSync's benchmark scenarios (issue 4), each with its baseline in the same run, and",
+            "Runs AttachmentSync's benchmark scenarios (issues 4 and 6), each with its baseline in the same run, and",
             "prints one line per scenario: the figures, the ratio, the target, and PASS or MISS.",
             "Exits with 1 when a scenario's correctness check fails (a missed target is only a MISS).",
             "Build with -c release; see Benchmarks/README.md.",

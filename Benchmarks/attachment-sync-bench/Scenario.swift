@@ -45,7 +45,7 @@ struct BenchmarkFailure: Error, CustomStringConvertible {
     }
 }
 
-/// One benchmark scenario of issue 4.
+/// One benchmark scenario of issue 4 (P6: issue 6).
 struct Scenario: Sendable {
     /// Its short name, as given on the command line (`P1`).
     var name: String
@@ -56,6 +56,7 @@ struct Scenario: Sendable {
 
     /// Every scenario, in the order a full run runs them: P4 after the scenarios that time file writes,
     /// since deleting its 100,000 files slows file creation on ext4 for a while (see README), and P3 last.
+    /// P6 needs the local S3 server (`scripts/s3-server start`), `rclone` and the AWS CLI.
     static let all: [Scenario] = [
         Scenario(
             name: "P1",
@@ -73,6 +74,11 @@ struct Scenario: Sendable {
             name: "P7",
             summary: "stopSync latency with 50 transfers in flight (target < 100 ms)",
             run: StopLatencyScenario.run),
+        Scenario(
+            name: "P6",
+            summary: "2,000 × 64 KiB uploads to the local Ceph S3 server vs rclone copy and aws s3 sync "
+                + "(target not slower than rclone)",
+            run: S3UploadsScenario.run),
         Scenario(
             name: "P4",
             summary: "a watch emission with one change, reconciled, at 10k and 100k items (target < 100 ms)",

@@ -1,0 +1,72 @@
+import Foundation
+
+/// A command-line program a scenario compares against (`rclone`, `aws`), found on the `PATH`.
+struct ExternalTool: Sendable {
+    /// The executable.
+    let url: URL
+
+    /// Finds `name` on the `PATH`, or throws a ``BenchmarkFailure`` that says how to install it. The benchmark
+    /// installs nothing itself.
+    static func locate(_ name: String, install: String) throws -> ExternalTool {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
+        for folder in path.split(separator: ":") where !folder.isEmpty {
+            let candidate = URL(fileURLWithPath: String(folder)).appendingPathComponent(name)
+            if FileManager.default.isExecutableFile(atPath: candidate.path) { return ExternalTool(url: candidate) }
+        }
+        throw BenchmarkFailure("\(name) is not installed (not on the PATH); install it with `\(install)`")
+    }
+
+    /// This process's environment without the variables that would change how the AWS tools behave (`AWS_*`,
+    /// `RCLONE_*`: a user's profile, CA bundle or defaults), plus `extra`.
+    static func cleanEnvironment(adding extra: [String: String]) -> [String: String] {
+        var environment = ProcessInfo.processInfo.environment.filter {
+            !$0.key.hasPrefix("AWS_") && !$0.key.hasPrefix("RCLONE_")
+        }
+        environment.merge(extra) { _, new in new }
+        return environment
+    }
+
+    /// Runs the tool with `arguments` and `environment` in `folder`, timing it from launch to exit (wall
+    /// clock). Its standard output and error go to files in `folder` (`<label>.out`, `<label>.err`), and a
+    /// non-zero exit throws a ``BenchmarkFailure`` with the end of its error output.
+    func run(
+        _ arguments: [String], environment: [String: String], in folder: WorkFolder, label: String
+    ) async throws -> Duration {
+        let outPath = folder.path("\(label).out")
+        let errPath = folder.path("\(label).err")
+        guard FileManager.default.createFile(atPath: outPath, contents: nil),
+            FileManager.default.createFile(atPath: errPath, contents: nil),
+            let out = FileHandle(forWritingAtPath: outPath), let err = FileHandle(forWritingAtPath: errPath)
+        else { throw BenchmarkFailure("cannot create the output files of \(label) in \(folder.url.path)") }
+        defer {
+            try? out.close()
+            try? err.close()
+        }
+        let process = Process()
+        process.executableURL = url
+        process.arguments = arguments
+        process.environment = environment
+        process.currentDirectoryURL = folder.url
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = out
+        process.standardError = err
+        let (exits, exited) = AsyncStream.makeStream(of: Int32.self)
+        process.terminationHandler = { process in
+            exited.yield(process.terminationStatus)
+            exited.finish()
+        }
+        let (status, elapsed) = try await measure { () async throws -> Int32 in
+            try process.run()
+            var status: Int32 = -1
+            for await code in exits { status = code }
+            return status
+        }
+        guard status == 0 else {
+            let errors = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""
+            throw BenchmarkFailure(
+                "\(url.lastPathComponent) (\(label)) exited with status \(status): "
+                    + String(errors.suffix(600)).trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        return elapsed
+    }
+}

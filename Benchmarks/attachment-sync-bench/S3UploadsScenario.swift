@@ -1,0 +1,433 @@
+import AttachmentSync
+import AttachmentSyncS3
+import Crypto
+import Foundation
+
+/// P6: 2,000 files of 64 KiB uploaded to one bucket of the local Ceph S3 gateway (`scripts/s3-server`) by the
+/// queue with ``S3RemoteStorage``, by `rclone copy` and by `aws s3 sync`, the same files each time.
+///
+/// The files are written once, before anything is timed. The tools copy files that are already on disk, so
+/// the queue's files are saved first with sync off (not timed, as in P1) and the timed part is one
+/// `syncNow()`, which returns when every record is synced. The tools are timed from their launch to their
+/// exit, start-up and listing of the destination included. Each side uploads to a fresh key prefix of a
+/// bucket made for the run, and is checked afterwards: the prefix lists exactly the expected keys, each with
+/// the expected size and an ETag equal to the content's MD5, and 20 objects picked at random are downloaded
+/// and compared byte for byte (for the queue, every record must also be synced). Then the prefix is emptied,
+/// so the server holds one side's objects at a time; the bucket is deleted at the end.
+///
+/// The sides take turns three times (once with `--quick`), in an order that rotates each round, and the
+/// medians are compared; before the first round, 200 files are uploaded and deleted, not timed, to warm the
+/// new bucket up. Once more, for `--verbose`, the queue runs with sync on from the first
+/// `saveFile(fileURL:)`, timed until every record is synced.
+enum S3UploadsScenario {
+    /// The size of each file.
+    static let fileSize = 64 * 1024
+    /// The queue's `maxConcurrentTransfers`, and rclone's `--transfers` in the matched run.
+    static let concurrency = 16
+    /// rclone's default `--transfers`.
+    static let rcloneDefaultTransfers = 4
+    /// Objects downloaded and compared per side.
+    static let sampleSize = 20
+    /// The most the queue may take, as a multiple of rclone's time.
+    static let targetRatio = 1.0
+
+    /// One uploader.
+    enum Side: Sendable, Hashable {
+        /// The queue with ``S3RemoteStorage``, `maxConcurrentTransfers` ``concurrency``.
+        case queue
+        /// `rclone copy --transfers N`.
+        case rclone(transfers: Int)
+        /// `aws s3 sync`, default settings.
+        case aws
+
+        /// A short label for prefixes and file names.
+        var label: String {
+            switch self {
+            case .queue: "queue"
+            case .rclone(let transfers): "rclone\(transfers)"
+            case .aws: "aws"
+            }
+        }
+    }
+
+    /// Everything the sides share in one run.
+    struct Context: Sendable {
+        /// The server.
+        var server: S3Server
+        /// The run's bucket.
+        var bucket: S3Bucket
+        /// The scenario's work folder (the files, the tools' configs).
+        var folder: WorkFolder
+        /// The folder of files to upload.
+        var source: URL
+        /// The files' names, in order.
+        var names: [String]
+        /// The files' bytes, by name.
+        var files: [String: Data]
+        /// The files' MD5s (lowercase hex), by name.
+        var md5s: [String: String]
+        /// rclone.
+        var rclone: ExternalTool
+        /// The AWS CLI.
+        var aws: ExternalTool
+    }
+
+    /// Runs P6.
+    @Sendable static func run(_ size: RunSize) async throws -> ScenarioReport {
+        let count = size == .full ? 2000 : 200
+        let rounds = size == .full ? 3 : 1
+        let rclone = Result { try ExternalTool.locate("rclone", install: "apt-get install rclone") }
+        let aws = Result { try ExternalTool.locate("aws", install: "pip install awscli") }
+        let missing = [rclone, aws].compactMap { tool -> String? in
+            guard case .failure(let error) = tool else { return nil }
+            return "\(error)"
+        }
+        guard missing.isEmpty else { throw BenchmarkFailure(missing.joined(separator: "; ")) }
+        let server = try S3Server.fromEnvironment()
+        return try await withWorkFolder("p6") { folder in
+            let source = try folder.makeFolder("files")
+            var names: [String] = []
+            var files: [String: Data] = [:]
+            var md5s: [String: String] = [:]
+            for index in 0..<count {
+                let name = String(format: "file-%05d.bin", index)
+                let data = content(index: 600_000 + index, size: fileSize)
+                try data.write(to: source.appendingPathComponent(name))
+                names.append(name)
+                files[name] = data
+                md5s[name] = Insecure.MD5.hash(data: data).map { String(format: "%02x", $0) }.joined()
+            }
+            let bucketName = "attachment-sync-bench-p6-" + UUID().uuidString.lowercased().prefix(13)
+            let bucket = S3Bucket(server: server, name: String(bucketName))
+            try await createBucket(bucket, folder: folder)
+            let context = Context(
+                server: server, bucket: bucket, folder: folder, source: source, names: names, files: files,
+                md5s: md5s, rclone: try rclone.get(), aws: try aws.get())
+            do {
+                let report = try await measureAll(context, rounds: rounds)
+                try await bucket.deleteBucket()
+                return report
+            } catch {
+                try? await bucket.deleteAll(prefix: "")
+                try? await bucket.deleteBucket()
+                throw error
+            }
+        }
+    }
+
+    /// Creates the run's bucket with the adapter, saying how to start the server when it is not reachable.
+    private static func createBucket(_ bucket: S3Bucket, folder: WorkFolder) async throws {
+        let storage = try bucket.server.storage(
+            bucket: bucket.name, keyPrefix: "", stateDirectory: try folder.makeFolder("multipart-state"))
+        do {
+            try await storage.createBucket()
+            try await storage.shutdown()
+        } catch {
+            try? await storage.shutdown()
+            throw BenchmarkFailure(
+                "cannot create a bucket on the S3 server at \(bucket.server.endpointString) (start it with "
+                    + "`scripts/s3-server start`, see scripts/SERVERS.md): \(error)")
+        }
+    }
+
+    /// Runs every side `rounds` times, then the queue once with saves timed, and reports.
+    private static func measureAll(_ context: Context, rounds: Int) async throws -> ScenarioReport {
+        let sides: [Side] = [
+            .queue, .rclone(transfers: rcloneDefaultTransfers), .rclone(transfers: concurrency), .aws,
+        ]
+        try await warmUp(context)
+        var times: [Side: [Duration]] = [:]
+        for round in 0..<rounds {
+            let order = Array(sides[(round % sides.count)...] + sides[..<(round % sides.count)])
+            for side in order {
+                let elapsed = try await upload(side, round: round, context)
+                times[side, default: []].append(elapsed)
+            }
+        }
+        let withSaves = try await queueWithSaves(context)
+        let awsStartup = try await context.aws.run(
+            ["--version"], environment: awsEnvironment(context), in: context.folder, label: "aws-version")
+        let rcloneStartup = try await context.rclone.run(
+            ["version"], environment: ExternalTool.cleanEnvironment(adding: [:]), in: context.folder,
+            label: "rclone-version")
+
+        let queue = median(times[.queue] ?? [])
+        let rcloneDefault = median(times[.rclone(transfers: rcloneDefaultTransfers)] ?? [])
+        let rcloneMatched = median(times[.rclone(transfers: concurrency)] ?? [])
+        let aws = median(times[.aws] ?? [])
+        let fastestRclone = min(rcloneDefault, rcloneMatched)
+        let count = context.names.count
+        func perFile(_ duration: Duration) -> String {
+            String(format: "%.2f ms", duration.milliseconds / Double(count))
+        }
+        func roundsOf(_ side: Side) -> String {
+            (times[side] ?? []).map(formatDuration).joined(separator: ", ")
+        }
+        return ScenarioReport(
+            title: "\(formatCount(count)) × 64 KiB uploads to Ceph S3",
+            figures: "queue (\(concurrency) transfers) \(formatDuration(queue)) vs rclone copy "
+                + "\(formatDuration(rcloneDefault)) (--transfers \(rcloneDefaultTransfers)), "
+                + "\(formatDuration(rcloneMatched)) (--transfers \(concurrency)), aws s3 sync \(formatDuration(aws))"
+                + (rounds > 1 ? " (medians of \(rounds))" : ""),
+            result: "\(formatRatio(queue.seconds / rcloneMatched.seconds)) rclone --transfers \(concurrency), "
+                + "\(formatRatio(queue.seconds / rcloneDefault.seconds)) rclone --transfers "
+                + "\(rcloneDefaultTransfers), \(formatRatio(queue.seconds / aws.seconds)) aws",
+            target: "target ≤ \(Int(targetRatio))× rclone",
+            verdict: queue.seconds <= targetRatio * fastestRclone.seconds ? .pass : .miss,
+            details: [
+                "per file: queue \(perFile(queue)), rclone \(perFile(rcloneDefault)) (--transfers "
+                    + "\(rcloneDefaultTransfers)), \(perFile(rcloneMatched)) (--transfers \(concurrency)), "
+                    + "aws \(perFile(aws))",
+                "rounds: queue \(roundsOf(.queue)); rclone --transfers \(rcloneDefaultTransfers) "
+                    + "\(roundsOf(.rclone(transfers: rcloneDefaultTransfers))); rclone --transfers \(concurrency) "
+                    + "\(roundsOf(.rclone(transfers: concurrency))); aws \(roundsOf(.aws))",
+                "the queue with sync on from the first saveFile(fileURL:) until all are synced: "
+                    + "\(formatDuration(withSaves.total)) (the saves alone took \(formatDuration(withSaves.saves)))",
+                "start-up alone: `aws --version` \(formatDuration(awsStartup)), `rclone version` "
+                    + formatDuration(rcloneStartup),
+                "each side checked: \(formatCount(count)) objects listed with size and ETag = MD5, "
+                    + "\(sampleSize) downloaded and compared",
+            ])
+    }
+
+    /// Not timed: uploads the first 200 files through the adapter, 16 at a time, and deletes them, so that the
+    /// first side timed does not pay for the new bucket's first writes.
+    private static func warmUp(_ context: Context) async throws {
+        let prefix = "p6-warmup/"
+        let names = Array(context.names.prefix(200))
+        try await withWorkFolder("p6-warmup") { folder in
+            let storage = try context.server.storage(
+                bucket: context.bucket.name, keyPrefix: prefix, stateDirectory: try folder.makeFolder("state"))
+            do {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for (index, name) in names.enumerated() {
+                        if index >= concurrency { try await group.next() }
+                        let data = context.files[name] ?? Data()
+                        group.addTask {
+                            try await storage.uploadFile(
+                                data: data, attachment: Attachment(id: name, filename: name, state: .queuedUpload))
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                try await storage.shutdown()
+            } catch {
+                try? await storage.shutdown()
+                throw error
+            }
+        }
+        try await context.bucket.delete(keys: names.map { prefix + $0 })
+    }
+
+    /// Uploads every file with `side` to a fresh prefix, checks the result, empties the prefix, and returns
+    /// the timed part.
+    private static func upload(_ side: Side, round: Int, _ context: Context) async throws -> Duration {
+        let prefix = "p6-\(round)-\(side.label)-\(UUID().uuidString.lowercased().prefix(8))/"
+        let elapsed: Duration
+        var expected: [String: String] = [:]
+        switch side {
+        case .queue:
+            let result = try await queueUpload(context, prefix: prefix, syncWhileSaving: false)
+            elapsed = result.total
+            expected = result.names
+        case .rclone(let transfers):
+            elapsed = try await rcloneUpload(context, prefix: prefix, transfers: transfers, round: round)
+            for name in context.names { expected[name] = name }
+        case .aws:
+            elapsed = try await awsUpload(context, prefix: prefix, round: round)
+            for name in context.names { expected[name] = name }
+        }
+        try await verifyObjects(context, prefix: prefix, expected: expected, side: side)
+        try await context.bucket.delete(keys: expected.keys.map { prefix + $0 })
+        return elapsed
+    }
+
+    /// The queue once with the saves timed: sync on from the start, until every record is synced.
+    private static func queueWithSaves(_ context: Context) async throws -> (total: Duration, saves: Duration) {
+        let prefix = "p6-saves-\(UUID().uuidString.lowercased().prefix(8))/"
+        let result = try await queueUpload(context, prefix: prefix, syncWhileSaving: true)
+        try await verifyObjects(context, prefix: prefix, expected: result.names, side: .queue)
+        try await context.bucket.delete(keys: result.names.keys.map { prefix + $0 })
+        return (result.total, result.saves)
+    }
+
+    /// Saves every file into a fresh queue whose remote is the bucket under `prefix`, and uploads them: with
+    /// `syncWhileSaving` false, the saves are not timed and the result is one `syncNow()`; with it true, sync
+    /// starts first and the time runs from the first save until a watch shows every record synced. Returns
+    /// the time, the saves' time, and the source file of each remote filename.
+    private static func queueUpload(
+        _ context: Context, prefix: String, syncWhileSaving: Bool
+    ) async throws -> (total: Duration, saves: Duration, names: [String: String]) {
+        try await withWorkFolder("p6-queue") { folder in
+            let storage = try context.server.storage(
+                bucket: context.bucket.name, keyPrefix: prefix, stateDirectory: try folder.makeFolder("state"))
+            do {
+                let result = try await withDevice(in: folder, remote: storage, maxConcurrentTransfers: concurrency) {
+                    device in
+                    try await queueUpload(context, device: device, syncWhileSaving: syncWhileSaving)
+                }
+                try await storage.shutdown()
+                return result
+            } catch {
+                try? await storage.shutdown()
+                throw error
+            }
+        }
+    }
+
+    private static func queueUpload(
+        _ context: Context, device: Device, syncWhileSaving: Bool
+    ) async throws -> (total: Duration, saves: Duration, names: [String: String]) {
+        func saveAll() async throws -> [String: String] {
+            var names: [String: String] = [:]
+            for name in context.names {
+                let attachment = try await device.queue.saveFile(
+                    fileURL: context.source.appendingPathComponent(name), mediaType: "application/octet-stream",
+                    fileExtension: "bin")
+                names[attachment.filename] = name
+            }
+            return names
+        }
+        let count = context.names.count
+        let names: [String: String]
+        let total: Duration
+        let saves: Duration
+        if syncWhileSaving {
+            try await device.queue.startSync()
+            var savesTime = Duration.zero
+            (names, total) = try await measure {
+                let (names, elapsed) = try await measure(saveAll)
+                savesTime = elapsed
+                try await device.waitForCount(count, in: .synced, seconds: 300)
+                return names
+            }
+            saves = savesTime
+        } else {
+            (names, saves) = try await measure(saveAll)
+            (_, total) = try await measure { try await device.queue.syncNow() }
+        }
+        let good = try await device.db.get(
+            sql: "SELECT count(*) AS n FROM attachments WHERE state = ? AND has_synced = 1 AND size = ?",
+            parameters: [AttachmentState.synced.rawValue, fileSize]
+        ) { try $0.getInt(name: "n") }
+        let all = try await device.db.get(sql: "SELECT count(*) AS n FROM attachments", parameters: []) {
+            try $0.getInt(name: "n")
+        }
+        guard good == count, all == count else {
+            throw BenchmarkFailure(
+                "the queue has \(good) of \(count) records synced with the right size (\(all) records in all)")
+        }
+        return (total, saves, names)
+    }
+
+    /// `rclone copy` of the source folder to the prefix, with a config file (an S3 remote of provider Ceph,
+    /// path-style, static keys) in the work folder; the rest are rclone's defaults.
+    private static func rcloneUpload(
+        _ context: Context, prefix: String, transfers: Int, round: Int
+    ) async throws -> Duration {
+        let config = context.folder.file("rclone.conf")
+        let text = """
+            [p6]
+            type = s3
+            provider = Ceph
+            access_key_id = \(context.server.accessKeyId)
+            secret_access_key = \(context.server.secretAccessKey)
+            region = \(context.server.region)
+            endpoint = \(context.server.endpointString)
+            force_path_style = true
+
+            """
+        try Data(text.utf8).write(to: config)
+        var destination = prefix
+        while destination.hasSuffix("/") { destination.removeLast() }
+        return try await context.rclone.run(
+            [
+                "--config", config.path, "copy", context.source.path, "p6:\(context.bucket.name)/\(destination)",
+                "--transfers", String(transfers),
+            ],
+            environment: ExternalTool.cleanEnvironment(adding: [:]), in: context.folder,
+            label: "rclone\(transfers)-\(round)")
+    }
+
+    /// `aws s3 sync` of the source folder to the prefix, with default settings, the keys in the environment
+    /// and an AWS config file of the work folder's (so a user's own `~/.aws/config` does not apply).
+    private static func awsUpload(_ context: Context, prefix: String, round: Int) async throws -> Duration {
+        try await context.aws.run(
+            [
+                "--endpoint-url", context.server.endpointString, "s3", "sync", context.source.path,
+                "s3://\(context.bucket.name)/\(prefix)", "--only-show-errors",
+            ],
+            environment: try awsEnvironment(context), in: context.folder, label: "aws-\(round)")
+    }
+
+    /// The AWS CLI's environment: the keys and region, and config files of the work folder's.
+    private static func awsEnvironment(_ context: Context) throws -> [String: String] {
+        let config = context.folder.file("aws-config")
+        let credentials = context.folder.file("aws-credentials")
+        try Data("[default]\nregion = \(context.server.region)\n".utf8).write(to: config)
+        try Data().write(to: credentials)
+        return ExternalTool.cleanEnvironment(adding: [
+            "AWS_ACCESS_KEY_ID": context.server.accessKeyId,
+            "AWS_SECRET_ACCESS_KEY": context.server.secretAccessKey,
+            "AWS_DEFAULT_REGION": context.server.region,
+            "AWS_CONFIG_FILE": config.path,
+            "AWS_SHARED_CREDENTIALS_FILE": credentials.path,
+        ])
+    }
+
+    /// Checks that `prefix` holds exactly the objects of `expected` (object name under the prefix → source
+    /// file name), each with the file's size and MD5 as its ETag, and downloads ``sampleSize`` of them
+    /// through the adapter to compare their bytes.
+    private static func verifyObjects(
+        _ context: Context, prefix: String, expected: [String: String], side: Side
+    ) async throws {
+        let listed = try await context.bucket.list(prefix: prefix)
+        var problems: [String] = []
+        if listed.count != expected.count {
+            problems.append("\(listed.count) objects under \(prefix) for \(expected.count) files")
+        }
+        for (object, name) in expected.sorted(by: { $0.key < $1.key }) {
+            guard let found = listed[prefix + object] else {
+                problems.append("\(prefix + object) is missing")
+                continue
+            }
+            if found.size != Int64(fileSize) { problems.append("\(prefix + object) has \(found.size) bytes") }
+            if found.etag != context.md5s[name] {
+                problems.append("\(prefix + object) has ETag \(found.etag), not the MD5 of \(name)")
+            }
+            if problems.count > 5 { break }
+        }
+        if problems.isEmpty {
+            problems += try await compareSample(context, prefix: prefix, expected: expected)
+        }
+        guard problems.isEmpty else {
+            throw BenchmarkFailure("\(side.label): " + problems.prefix(5).joined(separator: "; "))
+        }
+    }
+
+    /// Downloads ``sampleSize`` objects picked at random through ``S3RemoteStorage`` and returns the ones
+    /// whose bytes differ from their file's.
+    private static func compareSample(
+        _ context: Context, prefix: String, expected: [String: String]
+    ) async throws -> [String] {
+        try await withWorkFolder("p6-sample") { folder in
+            let storage = try context.server.storage(
+                bucket: context.bucket.name, keyPrefix: prefix, stateDirectory: try folder.makeFolder("state"))
+            var problems: [String] = []
+            do {
+                for object in expected.keys.shuffled().prefix(sampleSize) {
+                    let data = try await storage.downloadFile(
+                        attachment: Attachment(id: object, filename: object, state: .synced))
+                    if let name = expected[object], data != context.files[name] {
+                        problems.append("\(prefix + object) has other bytes than \(name)")
+                    }
+                }
+                try await storage.shutdown()
+            } catch {
+                try? await storage.shutdown()
+                throw error
+            }
+            return problems
+        }
+    }
+}
