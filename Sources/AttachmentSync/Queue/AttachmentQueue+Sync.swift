@@ -213,8 +213,12 @@ extension AttachmentQueue {
 
     /// Releases `syncNow` callers once nothing is in flight and no queue read is about to start more.
     func resumeIdleWaitersIfIdle() {
-        if transfers.isEmpty && queuedReadsInFlight == 0 { resumeIdleWaiters() }
+        if isIdle { resumeIdleWaiters() }
     }
+
+    /// Nothing in flight, and no read of the queued records in progress or about to start (which could
+    /// start more).
+    var isIdle: Bool { transfers.isEmpty && queuedReadsInFlight == 0 }
 
     /// Starts transfers for queued attachments, oldest first, up to the concurrency bound.
     func startQueuedTransfers() async throws {
@@ -366,7 +370,7 @@ extension AttachmentQueue {
 
     /// Suspends until no transfer is in flight.
     func waitUntilIdle() async {
-        guard !transfers.isEmpty, !isClosed else { return }
+        guard !isIdle, !isClosed else { return }
         await withCheckedContinuation { idleWaiters.append($0) }
     }
 

@@ -98,6 +98,13 @@ extension AttachmentQueue {
             logError("a download asked for failed", error, id: record.id)
         }
         if !isClosed, session != nil || manualRounds > 0 {
+            // Counted as a read from now on: until the task below has read the queued records, the queue
+            // is not idle (a `syncNow` must not return in between).
+            queuedReadsInFlight += 1
+            defer {
+                queuedReadsInFlight -= 1
+                if queuedReadsInFlight == 0 { finishedWhileReading.removeAll() }
+            }
             do {
                 // In a task of its own: this transfer's task may have been cancelled (by stopSync, before
                 // sync was started again), and a cancelled task's database reads fail at once.

@@ -79,14 +79,7 @@ struct OnDemandTests {
 
     @Test("10 concurrent download calls share one remote download and all get the attachment")
     func singleFlight() async throws {
-        let device = try QueueHarness(customWatch: CustomWatch(make: watchPhotosWithMediaTypes)) {
-            $0.downloadPolicy = .onDemand
-        }
-        let remote = try device.memoryRemote
-        await remote.setFile(testBytes(200_000), named: "v.bin")
-        try await device.queue.startSync()
-        try await device.addChecklist("c1", photo: "v", mediaType: "video/mp4")
-        try await device.waitForState("v", .synced)
+        let (device, remote) = try await onDemandDevice(withVideo: testBytes(200_000))
 
         await remote.hold()
         let queue = device.queue
@@ -107,15 +100,8 @@ struct OnDemandTests {
 
     @Test("a cancelled download leaves no file under the final name; the next one resumes from the offset")
     func cancelAndResume() async throws {
-        let device = try QueueHarness(customWatch: CustomWatch(make: watchPhotosWithMediaTypes)) {
-            $0.downloadPolicy = .onDemand
-        }
-        let remote = try device.memoryRemote
         let content = testBytes(300_000, seed: 7)
-        await remote.setFile(content, named: "v.bin")
-        try await device.queue.startSync()
-        try await device.addChecklist("c1", photo: "v", mediaType: "video/mp4")
-        try await device.waitForState("v", .synced)
+        let (device, remote) = try await onDemandDevice(withVideo: content)
 
         await remote.holdDownloads(atByte: 100_000)
         let queue = device.queue
@@ -143,14 +129,7 @@ struct OnDemandTests {
 
     @Test("one caller cancelling does not stop a download another caller still waits for")
     func cancelOneOfTwoWaiters() async throws {
-        let device = try QueueHarness(customWatch: CustomWatch(make: watchPhotosWithMediaTypes)) {
-            $0.downloadPolicy = .onDemand
-        }
-        let remote = try device.memoryRemote
-        await remote.setFile(testBytes(200_000), named: "v.bin")
-        try await device.queue.startSync()
-        try await device.addChecklist("c1", photo: "v", mediaType: "video/mp4")
-        try await device.waitForState("v", .synced)
+        let (device, remote) = try await onDemandDevice(withVideo: testBytes(200_000))
 
         await remote.holdDownloads(atByte: 64 * 1024)
         let queue = device.queue
@@ -200,18 +179,13 @@ struct OnDemandTests {
 
     @Test("progress updates are throttled to 1 % steps when the clock does not move")
     func progressThrottled() async throws {
-        let device = try QueueHarness(customWatch: CustomWatch(make: watchPhotosWithMediaTypes)) {
-            $0.downloadPolicy = .onDemand
+        // 10 MiB in 64 KiB chunks: 160 callbacks from the remote.
+        let (device, _) = try await onDemandDevice(withVideo: testBytes(10 * 1024 * 1024)) {
             $0.progressInterval = .seconds(1)
         }
-        let remote = try device.memoryRemote
-        // 10 MiB in 64 KiB chunks: 160 callbacks from the remote.
-        await remote.setFile(testBytes(10 * 1024 * 1024), named: "v.bin")
-        try await device.queue.startSync()
-        try await device.addChecklist("c1", photo: "v", mediaType: "video/mp4")
-        try await device.waitForState("v", .synced)
 
-        let updates = Task { await collect(device.queue.progress(attachmentId: "v")) }
+        let stream = device.queue.progress(attachmentId: "v")
+        let updates = Task { await collect(stream) }
         _ = try await device.queue.download(attachmentId: "v")
         let seen = try await withDeadline("the progress to end") { await updates.value }
         // The manual clock stands still, so only 1 % steps (at most 100), the start and the end go out.
@@ -256,19 +230,13 @@ struct OnDemandTests {
 
     @Test("progress of a download and of an upload is monotonic and ends with the final state")
     func progressSequences() async throws {
-        let device = try QueueHarness(customWatch: CustomWatch(make: watchPhotosWithMediaTypes)) {
-            $0.downloadPolicy = .onDemand
+        let (device, remote) = try await onDemandDevice(withVideo: testBytes(1_000_000)) {
             $0.progressInterval = .zero
         }
-        let remote = try device.memoryRemote
-        await remote.setFile(testBytes(1_000_000), named: "v.bin")
-        try await device.queue.startSync()
-        try await device.addChecklist("c1", photo: "v", mediaType: "video/mp4")
-        try await device.waitForState("v", .synced)
 
-        let updates = Task { await collect(device.queue.progress(attachmentId: "v")) }
         // Subscribed before the download starts: the stream waits for it.
-        try await waitUntil("the subscription") { true }
+        let stream = device.queue.progress(attachmentId: "v")
+        let updates = Task { await collect(stream) }
         _ = try await device.queue.download(attachmentId: "v")
         let downloads = try await withDeadline("the download's progress to end") { await updates.value }
         #expect(downloads.count >= 3)
@@ -283,7 +251,8 @@ struct OnDemandTests {
         await remote.failNext(.upload, with: InMemoryRemoteStorage.offlineError)
         await device.queue.stopSync()
         let saved = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
-        let uploadUpdates = Task { await collect(device.queue.progress(attachmentId: saved.id)) }
+        let uploadStream = device.queue.progress(attachmentId: saved.id)
+        let uploadUpdates = Task { await collect(uploadStream) }
         try await device.queue.syncNow()
         let uploads = try await withDeadline("the upload's progress to end") { await uploadUpdates.value }
         #expect(uploads.last?.direction == .upload)
@@ -408,4 +377,22 @@ struct OnDemandTests {
         #expect(seen == ["uploaded", "gaveUp"])
         #expect(try await device.state(of: bad.id) == .archived)
     }
+
+    /// A device whose queue fetches everything on demand, with sync started and the record of video `v`
+    /// (`v.bin` on the in-memory remote, holding `bytes`) already made, remote-only.
+    private func onDemandDevice(
+        withVideo bytes: Data, configure: (inout AttachmentQueue.Configuration) -> Void = { _ in }
+    ) async throws -> (QueueHarness, InMemoryRemoteStorage) {
+        let device = try QueueHarness(customWatch: CustomWatch(make: watchPhotosWithMediaTypes)) {
+            $0.downloadPolicy = .onDemand
+            configure(&$0)
+        }
+        let remote = try device.memoryRemote
+        await remote.setFile(bytes, named: "v.bin")
+        try await device.queue.startSync()
+        try await device.addChecklist("c1", photo: "v", mediaType: "video/mp4")
+        try await device.waitForState("v", .synced)
+        return (device, remote)
+    }
+
 }
