@@ -251,14 +251,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
         let failure = beginCall(.download, filename: attachment.filename)
         defer { endCall() }
         try await prepare(failure: failure)
-        guard let data = storedFiles[attachment.filename] else {
-            throw AttachmentError(
-                code: .remoteNotFound,
-                message: "Remote storage has no file named '\(attachment.filename)'",
-                attachmentId: attachment.id,
-                name: attachment.filename
-            )
-        }
+        let data = try storedFile(for: attachment)
         return data
     }
 
@@ -307,14 +300,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
         let failure = beginCall(.download, filename: attachment.filename)
         defer { endCall() }
         try await prepare(failure: failure)
-        guard let data = storedFiles[attachment.filename] else {
-            throw AttachmentError(
-                code: .remoteNotFound,
-                message: "Remote storage has no file named '\(attachment.filename)'",
-                attachmentId: attachment.id,
-                name: attachment.filename
-            )
-        }
+        let data = try storedFile(for: attachment)
         let handle = try FileHandle(forWritingTo: destination)
         defer { try? handle.close() }
         try handle.seekToEnd()
@@ -366,6 +352,19 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
         let waiters = heldDownloadWaiters
         heldDownloadWaiters = []
         for waiter in waiters { waiter.resume() }
+    }
+
+    /// The stored file named ``Attachment/filename``, or ``AttachmentError/Code-swift.struct/remoteNotFound``.
+    private func storedFile(for attachment: Attachment) throws -> Data {
+        guard let data = storedFiles[attachment.filename] else {
+            throw AttachmentError(
+                code: .remoteNotFound,
+                message: "Remote storage has no file named '\(attachment.filename)'",
+                attachmentId: attachment.id,
+                name: attachment.filename
+            )
+        }
+        return data
     }
 
     private func createEmptyFile(at url: URL) throws {

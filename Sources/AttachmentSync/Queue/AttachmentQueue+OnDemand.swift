@@ -44,8 +44,7 @@ extension AttachmentQueue {
             }
             if record.localPath != nil {
                 try await touch(id)
-                return try await readRecord(id)?.attachment(in: attachmentsDirectory)
-                    ?? record.attachment(in: attachmentsDirectory)
+                return record.attachment(in: attachmentsDirectory)
             }
             if let shared = sharedDownloads[id] {
                 return try await wait(for: shared, id: id)
@@ -196,8 +195,9 @@ extension AttachmentQueue {
                 attachmentId: id)
         }
         eventCenter.send(.purged(attachmentId: id))
-        return try await readRecord(id)?.attachment(in: attachmentsDirectory)
-            ?? record.attachment(in: attachmentsDirectory)
+        var purged = record
+        purged.localPath = nil
+        return purged.attachment(in: attachmentsDirectory)
     }
 
     /// Clears a record's `local_uri` (only if it is unchanged), then deletes the file. A crash in between

@@ -276,15 +276,14 @@ extension AttachmentQueue {
                 ("has_synced", true), ("size", size), ("local_uri", localName), ("content_hash", sha256),
                 ("last_used_at", now),
             ]
+            // A queued download commits only while still queued (archived or deleted meanwhile: superseded);
+            // one asked for on a record without content also lands on a synced or archived record that is
+            // still without content, which keeps its state.
+            let accepted: Set<AttachmentState> =
+                record.state == .queuedDownload ? [.queuedDownload] : [.queuedDownload, .synced, .archived]
             let committed = try await context.db.writeTransaction { tx -> Bool in
-                if record.state == .queuedDownload {
-                    return try store.transition(
-                        id: record.id, from: .queuedDownload, to: .synced, timestamp: timestamp,
-                        set: contentColumns + retryStateCleared, in: tx)
-                }
-                // On demand: the record keeps its state, and must still be without content.
-                guard let current = try store.record(id: record.id, in: tx), current.localPath == nil,
-                    current.state == .synced || current.state == .archived || current.state == .queuedDownload
+                guard let current = try store.record(id: record.id, in: tx), accepted.contains(current.state),
+                    current.state == .queuedDownload || current.localPath == nil
                 else { return false }
                 if current.state == .queuedDownload {
                     return try store.transition(

@@ -344,25 +344,8 @@ struct DemoScenario: Sendable {
         let b = stage.b
         console.line()
         console.line("2. the checklist rows reach B (the demo copies them; PowerSync would in an app)")
-        let rowsOfA = try await stage.a.db.getAll(
-            sql: "SELECT id, description, completed, photo_id FROM checklists ORDER BY id"
-        ) { cursor in
-            ChecklistRow(
-                id: try cursor.getString(name: "id"),
-                description: try cursor.getStringOptional(name: "description"),
-                completed: try cursor.getIntOptional(name: "completed"),
-                photoId: try cursor.getStringOptional(name: "photo_id")
-            )
-        }
         let started = ContinuousClock.now
-        try await b.db.writeTransaction { tx in
-            for row in rowsOfA {
-                try tx.execute(
-                    sql: "INSERT INTO checklists (id, description, completed, photo_id) VALUES (?, ?, ?, ?)",
-                    arguments: [row.id, row.description, row.completed, row.photoId]
-                )
-            }
-        }
+        try await copyRowsToB(stage)
         try await wait("B to download every photo", since: started, deadline: stage.deadline) {
             let snapshot = try await b.snapshot()
             let onDisk = snapshot.records(in: .synced).filter { record in
