@@ -71,10 +71,16 @@ let package = Package(
             path: "Benchmarks/attachment-sync-bench",
             swiftSettings: strictSettings
         ),
+        // Helpers shared by the test targets (bounded waits, running the CLI); in no product.
+        .target(
+            name: "TestSupport",
+            path: "Tests/TestSupport",
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "AttachmentSyncTests",
             dependencies: [
-                "AttachmentSync",
+                "AttachmentSync", "TestSupport",
                 "AttachmentSyncTesting",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
@@ -83,7 +89,7 @@ let package = Package(
         .testTarget(
             name: "AttachmentSyncS3Tests",
             dependencies: [
-                "AttachmentSync", "AttachmentSyncS3", "AttachmentSyncTesting",
+                "AttachmentSync", "AttachmentSyncS3", "AttachmentSyncTesting", "TestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

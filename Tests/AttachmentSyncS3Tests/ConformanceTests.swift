@@ -1,6 +1,7 @@
 import AttachmentSync
 import AttachmentSyncTesting
 import Foundation
+import TestSupport
 import Testing
 
 @testable import AttachmentSyncS3

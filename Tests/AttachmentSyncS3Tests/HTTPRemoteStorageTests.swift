@@ -3,6 +3,7 @@ import AttachmentSync
 import Foundation
 import NIOCore
 import NIOHTTP1
+import TestSupport
 import Testing
 
 @testable import AttachmentSyncS3

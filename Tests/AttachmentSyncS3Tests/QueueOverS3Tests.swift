@@ -1,5 +1,6 @@
 import AttachmentSync
 import Foundation
+import TestSupport
 import Testing
 
 @testable import AttachmentSyncS3

@@ -1,6 +1,7 @@
 import AttachmentSync
 import AttachmentSyncS3
 import Foundation
+import TestSupport
 
 /// One device for the queue-over-S3 tests: a real SQLite file with a checklist table whose rows refer to
 /// photos, a real attachments folder, and an ``AttachmentQueue`` over an ``S3RemoteStorage`` adapter, on the

@@ -60,15 +60,6 @@ enum TestServers {
     }
 }
 
-/// A temporary folder, removed when `body` ends.
-func withTemporaryDirectory<T>(_ body: (URL) async throws -> T) async throws -> T {
-    let url = FileManager.default.temporaryDirectory.appendingPathComponent(
-        "attachment-sync-s3-tests-\(UUID().uuidString)", isDirectory: true)
-    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(at: url) }
-    return try await body(url)
-}
-
 /// Deterministic bytes (a simple linear congruential sequence), so a misplaced range shows up.
 func testBytes(count: Int, seed: UInt32 = 1) -> Data {
     var state = seed &* 2_654_435_761 &+ 1

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// Runs the `attachment-sync` executable as a child process, the way a user runs it.
@@ -61,101 +62,5 @@ struct DemoCommandTests {
         #expect(result.status != 0)
         #expect(result.standardError.contains("--count must be at least 1"), "stderr: \(result.standardError)")
         #expect(!result.standardOutput.contains("demo converged"))
-    }
-}
-
-/// The `attachment-sync` executable of the build the tests belong to.
-struct CommandLineTool {
-    /// What a finished run printed and how it exited.
-    struct Result: Sendable {
-        var status: Int32
-        var standardOutput: String
-        var standardError: String
-    }
-
-    static let name = "attachment-sync"
-
-    let url: URL
-
-    /// Finds the executable in the build folder of the running tests.
-    ///
-    /// On Linux the tests run as `<build>/debug/<Package>PackageTests.xctest`, an executable; on Apple
-    /// platforms the `.xctest` bundle inside `<build>/debug` is loaded by a runner. Either way the folder that
-    /// holds the test product holds the `attachment-sync` executable too.
-    static func locate() throws -> CommandLineTool {
-        var folders: [URL] = []
-        for bundle in Bundle.allBundles where bundle.bundleURL.pathExtension == "xctest" {
-            folders.append(bundle.bundleURL.deletingLastPathComponent())
-        }
-        if let executable = Bundle.main.executableURL, executable.pathExtension == "xctest" {
-            folders.append(executable.deletingLastPathComponent())
-        }
-        if let first = CommandLine.arguments.first, first.hasSuffix(".xctest") {
-            folders.append(URL(fileURLWithPath: first).deletingLastPathComponent())
-        }
-        var seen: Set<String> = []
-        folders = folders.filter { seen.insert($0.standardizedFileURL.path).inserted }
-        for folder in folders {
-            let candidate = folder.appendingPathComponent(name)
-            if FileManager.default.isExecutableFile(atPath: candidate.path) {
-                return CommandLineTool(url: candidate)
-            }
-        }
-        throw ToolNotFound(searched: folders.map(\.path))
-    }
-
-    /// Runs the tool with `arguments`, its output going to files (so a full pipe can never block it), and
-    /// waits for it to exit. The demo bounds itself with `--timeout`; the deadline here only turns a hang
-    /// into a failure, and terminates the process.
-    func run(_ arguments: [String], seconds: Double = 30) async throws -> Result {
-        let folder = try TemporaryDirectory()
-        let outputURL = folder.url.appendingPathComponent("stdout")
-        let errorURL = folder.url.appendingPathComponent("stderr")
-        try Data().write(to: outputURL)
-        try Data().write(to: errorURL)
-        let output = try FileHandle(forWritingTo: outputURL)
-        let error = try FileHandle(forWritingTo: errorURL)
-        defer {
-            try? output.close()
-            try? error.close()
-        }
-
-        let process = Process()
-        process.executableURL = url
-        process.arguments = arguments
-        process.standardOutput = output
-        process.standardError = error
-        let (exits, exited) = AsyncStream.makeStream(of: Int32.self, bufferingPolicy: .bufferingNewest(1))
-        process.terminationHandler = { process in
-            exited.yield(process.terminationStatus)
-            exited.finish()
-        }
-        try process.run()
-        let status: Int32
-        do {
-            status = try await withDeadline(seconds: seconds, "\(Self.name) \(arguments.joined(separator: " "))") {
-                for await status in exits { return status }
-                throw StreamEnded()
-            }
-        } catch {
-            process.terminate()
-            throw error
-        }
-        return Result(
-            status: status,
-            standardOutput: String(decoding: try Data(contentsOf: outputURL), as: UTF8.self),
-            standardError: String(decoding: try Data(contentsOf: errorURL), as: UTF8.self)
-        )
-    }
-}
-
-/// The executable is not where the tests expect it.
-struct ToolNotFound: Error, CustomStringConvertible {
-    let searched: [String]
-    var description: String {
-        "\(CommandLineTool.name) was not found next to the test product (looked in: "
-            + (searched.isEmpty ? "no candidate folder" : searched.joined(separator: ", "))
-            + "). Build every product before running the tests: `swift build --build-tests`, then "
-            + "`swift test --skip-build` with the same --scratch-path."
     }
 }

@@ -1,6 +1,7 @@
 import AttachmentSyncTesting
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import AttachmentSync

@@ -1,6 +1,7 @@
 import AttachmentSync
 import AttachmentSyncTesting
 import Foundation
+import TestSupport
 
 /// One device for queue tests: a real SQLite file with the seed's checklist schema, a real attachments
 /// folder, a remote (in memory unless given), a manual clock, and a queue over them.

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 
 /// Waits until `condition` holds, checking it again every few milliseconds; fails with
 /// ``DeadlineExceeded`` after `seconds`. For conditions that no stream announces (a counter in a fake, a

@@ -5,22 +5,22 @@ import Foundation
 /// A test target cannot import an executable target, so the tests run the built binary. It is looked for
 /// next to the test product (`swift build --build-tests` builds every product), never elsewhere, so a stale
 /// binary from another build folder is not picked up.
-struct CommandLineTool {
+package struct CommandLineTool {
     /// How a finished run exited and what it printed.
-    struct Result: Sendable {
-        var status: Int32
-        var standardOutput: String
-        var standardError: String
+    package struct Result: Sendable {
+        package var status: Int32
+        package var standardOutput: String
+        package var standardError: String
     }
 
     /// The executable's name.
-    static let name = "attachment-sync"
+    package static let name = "attachment-sync"
 
-    let url: URL
+    package let url: URL
 
     /// Finds the executable in the folder that holds the running test product: `<build>/debug`, where the
     /// Linux test executable `…PackageTests.xctest` and the Apple `.xctest` bundle both live.
-    static func locate() throws -> CommandLineTool {
+    package static func locate() throws -> CommandLineTool {
         var folders: [URL] = []
         for bundle in Bundle.allBundles where bundle.bundleURL.pathExtension == "xctest" {
             folders.append(bundle.bundleURL.deletingLastPathComponent())
@@ -43,7 +43,7 @@ struct CommandLineTool {
     /// Runs the tool with `arguments` and the test process's environment changed by `environment` (a `nil`
     /// value removes the variable), its output going to files so a full pipe never blocks it; waits for it to
     /// exit. The deadline only turns a hang into a failure, and terminates the process.
-    func run(_ arguments: [String], environment: [String: String?] = [:], seconds: Double = 120) async throws
+    package func run(_ arguments: [String], environment: [String: String?] = [:], seconds: Double = 120) async throws
         -> Result
     {
         try await withTemporaryDirectory { folder in
@@ -92,9 +92,9 @@ struct CommandLineTool {
 }
 
 /// The executable is not where the tests expect it.
-struct ToolNotFound: Error, CustomStringConvertible {
-    let searched: [String]
-    var description: String {
+package struct ToolNotFound: Error, CustomStringConvertible {
+    package let searched: [String]
+    package var description: String {
         "\(CommandLineTool.name) was not found next to the test product (looked in: "
             + (searched.isEmpty ? "no candidate folder" : searched.joined(separator: ", "))
             + "). Build every product first: `swift build --build-tests`, then `swift test --skip-build` with "
