@@ -123,6 +123,8 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     private let clock: any Clock<Duration>
 
     private var storedFiles: [String: Data] = [:]
+    /// The SHA-256 stored with each file at upload (``Attachment/contentHash``), like an object's metadata.
+    private var storedHashes: [String: String] = [:]
     private var oneShotFailures: [OneShotFailure] = []
     private var permanentFailures: [Operation: any Error] = [:]
     private var lastID: UInt64 = 0
@@ -234,6 +236,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
         defer { endCall() }
         try await prepare(failure: failure)
         storedFiles[attachment.filename] = data
+        storedHashes[attachment.filename] = attachment.contentHash
     }
 
     /// Returns the file named ``Attachment/filename``.
@@ -270,6 +273,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
         defer { endCall() }
         try await prepare(failure: failure)
         storedFiles[attachment.filename] = nil
+        storedHashes[attachment.filename] = nil
     }
 
     // MARK: - Streaming and ranged downloads
@@ -325,6 +329,22 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
             await Task.yield()
         }
         try handle.synchronize()
+    }
+
+    /// Downloads like ``downloadFile(attachment:to:progress:)`` (from 0) or
+    /// ``downloadFile(attachment:appendingTo:from:progress:)`` (from `offset`), and returns the stored file's
+    /// size and the SHA-256 stored with it at upload, as an object store returns its metadata.
+    public func downloadFile(
+        attachment: Attachment, into destination: URL, from offset: Int64,
+        progress: @escaping TransferProgressHandler
+    ) async throws -> RemoteObjectInfo {
+        if offset > 0 {
+            try await downloadFile(attachment: attachment, appendingTo: destination, from: offset, progress: progress)
+        } else {
+            try await downloadFile(attachment: attachment, to: destination, progress: progress)
+        }
+        let name = attachment.filename
+        return RemoteObjectInfo(size: storedFiles[name].map { Int64($0.count) }, sha256: storedHashes[name])
     }
 
     /// Makes downloads stop at byte `offset` of the file until ``release()`` (which lets every later
@@ -408,6 +428,23 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     ///   - name: The filename to store it under, replacing any file of that name.
     public func setFile(_ data: Data, named name: String) {
         storedFiles[name] = data
+        storedHashes[name] = nil
+    }
+
+    /// Stores a file directly with the SHA-256 an uploading device would have stored with it, as if another
+    /// device had uploaded it; like ``setFile(_:named:)``, no call is counted or logged.
+    ///
+    /// ```swift
+    /// await storage.setFile(photo, named: "b.jpg", sha256: hexSHA256(of: photo))
+    /// ```
+    public func setFile(_ data: Data, named name: String, sha256: String?) {
+        storedFiles[name] = data
+        storedHashes[name] = sha256
+    }
+
+    /// The SHA-256 stored with the file named `name` at upload, or `nil` when none was (or there is no file).
+    public func storedSHA256(named name: String) -> String? {
+        storedHashes[name]
     }
 
     /// Removes a file directly, as if another device had deleted it: no call is counted or logged. Does
@@ -420,6 +457,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     /// - Parameter name: The filename to remove.
     public func removeFile(named name: String) {
         storedFiles[name] = nil
+        storedHashes[name] = nil
     }
 
     // MARK: - Injecting failures

@@ -15,6 +15,10 @@ import Foundation
 /// - `downloadFile` of a file that does not exist throws (ideally ``AttachmentError`` with code
 ///   ``AttachmentError/Code-swift.struct/remoteNotFound``).
 /// - `deleteFile` of a file that does not exist succeeds: deletes are retried and must be idempotent.
+/// - Integrity: when the adapter can, it stores ``Attachment/contentHash`` (the SHA-256 the queue computed
+///   when the file was saved) with the object at upload and returns it, with the object's size, from
+///   ``downloadFile(attachment:into:from:progress:)``; the queue then rejects downloaded bytes that do not
+///   match, whichever device uploaded them. The library's adapters all do.
 /// - Methods may be called concurrently for different attachments, never for the same one.
 /// - Honour task cancellation where you can: ``AttachmentQueue/stopSync()`` cancels transfers in flight.
 ///
@@ -81,6 +85,51 @@ public protocol RemoteStorageAdapter: Sendable {
         attachment: Attachment, appendingTo destination: URL, from offset: Int64,
         progress: @escaping TransferProgressHandler
     ) async throws
+
+    /// Downloads the attachment's content into `destination` and returns what the remote knows about the
+    /// object (its size, and the SHA-256 stored with it at upload), so the queue can check the bytes it got.
+    ///
+    /// With `offset` 0, `destination` is created or replaced. With a larger `offset` (only when
+    /// ``supportsRangedDownloads`` is `true`), `destination` holds the first `offset` bytes of the content
+    /// and the rest is appended; an adapter that cannot tell that the object is unchanged since those bytes
+    /// were fetched starts over from byte 0 instead of splicing two versions. Progress counts the whole file.
+    ///
+    /// The queue always calls this form. The default implementation calls
+    /// ``downloadFile(attachment:to:progress:)`` (or, from an offset,
+    /// ``downloadFile(attachment:appendingTo:from:progress:)``) and returns an empty ``RemoteObjectInfo``:
+    /// the queue then checks what it knows itself (the hash and size recorded when the file was saved, or
+    /// carried by the watched item).
+    func downloadFile(
+        attachment: Attachment, into destination: URL, from offset: Int64,
+        progress: @escaping TransferProgressHandler
+    ) async throws -> RemoteObjectInfo
+
+    /// Forgets an unfinished upload of the attachment that the adapter keeps to resume later (an S3
+    /// multipart upload and its saved state, say).
+    ///
+    /// The queue calls it when that upload will never be resumed: the attachment was deleted, its upload
+    /// given up, or the queue cleared. It must succeed when there is nothing to forget. The default does
+    /// nothing.
+    func discardPartialUpload(attachment: Attachment) async throws
+}
+
+/// What remote storage knows about an object it serves: its size and the SHA-256 stored with it at upload.
+///
+/// An adapter returns it from ``RemoteStorageAdapter/downloadFile(attachment:into:from:progress:)``; the
+/// queue checks the downloaded file against it (and against what its own record knows), so bytes that
+/// another device uploaded are verified too.
+public struct RemoteObjectInfo: Sendable, Hashable {
+    /// The object's size in bytes, when the remote said (a `Content-Length`, say). The default is `nil`.
+    public var size: Int64?
+    /// The SHA-256 of the object's content, lowercase hex, as stored with it at upload. The default is
+    /// `nil`: unknown.
+    public var sha256: String?
+
+    /// Creates a description of an object.
+    public init(size: Int64? = nil, sha256: String? = nil) {
+        self.size = size
+        self.sha256 = sha256
+    }
 }
 
 extension RemoteStorageAdapter {
@@ -111,6 +160,23 @@ extension RemoteStorageAdapter {
         }
         try await downloadFile(attachment: attachment, to: destination, progress: progress)
     }
+
+    /// Calls ``downloadFile(attachment:to:progress:)``, or from an offset
+    /// ``downloadFile(attachment:appendingTo:from:progress:)``, and returns an empty ``RemoteObjectInfo``.
+    public func downloadFile(
+        attachment: Attachment, into destination: URL, from offset: Int64,
+        progress: @escaping TransferProgressHandler
+    ) async throws -> RemoteObjectInfo {
+        if offset > 0 {
+            try await downloadFile(attachment: attachment, appendingTo: destination, from: offset, progress: progress)
+        } else {
+            try await downloadFile(attachment: attachment, to: destination, progress: progress)
+        }
+        return RemoteObjectInfo()
+    }
+
+    /// Does nothing: the adapter keeps no partial uploads.
+    public func discardPartialUpload(attachment: Attachment) async throws {}
 
     /// Calls ``downloadFile(attachment:)`` and writes the data to `destination`.
     public func downloadFile(
