@@ -18,6 +18,7 @@ let attachmentTableColumns: [Column] = [
     .integer("on_demand"),
     .integer("pinned"),
     .integer("last_used_at"),
+    .integer("given_up"),
 ]
 
 /// The definition of the local-only table in which the attachment queue keeps each attachment's state.
@@ -40,15 +41,21 @@ let attachmentTableColumns: [Column] = [
 /// `attempts` (INTEGER, failed tries of the pending transfer), `next_attempt_at` (INTEGER, milliseconds
 /// since 1970 before which it is not retried), `last_error` (TEXT), `on_demand` (INTEGER, fetched only on
 /// request), `pinned` (INTEGER, exempt from cache eviction) and `last_used_at` (INTEGER, milliseconds since
-/// 1970 of the content's last use, for least-recently-used eviction). An index on (`state`, `timestamp`) serves the queue's "oldest queued first"
-/// look-ups. Opening a database whose attachments table lacks newer columns or indexes adds them.
+/// 1970 of the content's last use, for least-recently-used eviction) and `given_up` (INTEGER, the raw
+/// ``AttachmentState`` of a transfer the queue gave up on, else NULL). An index on (`state`, `timestamp`)
+/// serves the queue's "oldest queued first" look-ups, one on `filename` its check that no two attachments
+/// share a remote file. Opening a database whose attachments table lacks newer columns or indexes adds
+/// them.
 ///
 /// - Parameter name: The table's name. The default is `attachments`.
 public func createAttachmentTable(name: String = "attachments") -> Table {
     Table(
         name: name,
         columns: attachmentTableColumns,
-        indexes: [Index(name: "state_timestamp", columns: [.ascending("state"), .ascending("timestamp")])],
+        indexes: [
+            Index(name: "state_timestamp", columns: [.ascending("state"), .ascending("timestamp")]),
+            Index(name: "filename", columns: [.ascending("filename")]),
+        ],
         localOnly: true
     )
 }

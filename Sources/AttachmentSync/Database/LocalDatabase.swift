@@ -230,6 +230,34 @@ public final class LocalDatabase: Sendable {
         }
     }
 
+    /// Runs `body` in a write transaction whose commit is on stable storage when this returns, whatever the
+    /// connection's `synchronous` setting (GRDB's WAL default, `NORMAL`, may lose the last commits on a power
+    /// loss). The queue uses it before it destroys something the commit makes redundant: the app's own file
+    /// after `saveFile(fileURL:…moveFile: true)`, the local copy after `deleteFile`.
+    @discardableResult
+    func durableWriteTransaction<Result: Sendable>(
+        _ body: @escaping @Sendable (SqlTransaction) throws -> Result
+    ) async throws -> Result {
+        try ensureOpen()
+        do {
+            return try await writer.writeWithoutTransaction { db in
+                // 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA: FULL flushes the WAL at each commit.
+                let mode = try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? 2
+                if mode < 2 { try db.execute(sql: "PRAGMA synchronous = FULL") }
+                defer { if mode < 2 { try? db.execute(sql: "PRAGMA synchronous = \(mode)") } }
+                var result: Result?
+                try db.inTransaction(.immediate) {
+                    result = try body(SqlTransaction(db))
+                    return .commit
+                }
+                guard let result else { throw CancellationError() }
+                return result
+            }
+        } catch {
+            throw LocalDatabaseError.wrapping(error)
+        }
+    }
+
     /// Runs `body` in a read-only transaction that sees one consistent snapshot of the database.
     ///
     /// Writing through the transaction fails with ``LocalDatabaseError/Code-swift.struct/sqlError``.

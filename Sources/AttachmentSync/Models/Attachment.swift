@@ -33,6 +33,19 @@ public struct Attachment: Sendable, Hashable, Identifiable {
     /// Whether the local content is exempt from eviction under
     /// ``AttachmentQueue/Configuration/maxCacheBytes`` (see ``AttachmentQueue/pin(attachmentId:)``).
     public let isPinned: Bool
+    /// The transfer the queue gave up on, as the queued state it was in (``AttachmentState/queuedUpload``,
+    /// ``AttachmentState/queuedDownload`` or ``AttachmentState/queuedDelete``), or `nil`.
+    ///
+    /// A transfer is given up after ``AttachmentQueue/Configuration/maxAttempts`` failures, or when the
+    /// ``SyncErrorHandler`` says so; the record is then ``AttachmentState/archived`` and stays so, however
+    /// the app's rows change, until ``AttachmentQueue/retry(attachmentId:)`` queues it again (or no row
+    /// refers to it any more). A given-up upload keeps its local file: see ``isLocalOnly``.
+    public let givenUp: AttachmentState?
+
+    /// Whether the content is on this device and has never reached remote storage: the local file is the
+    /// only copy. Such content is never evicted or purged, and an archived one is uploaded again when a
+    /// row refers to it.
+    public var isLocalOnly: Bool { localUri != nil && !hasSynced }
 
     /// Whether the content is on this device, at ``localUri``. An on-demand attachment that was never
     /// fetched, or whose content was purged, has a record but no content.
@@ -51,7 +64,8 @@ public struct Attachment: Sendable, Hashable, Identifiable {
         metaData: String? = nil,
         contentHash: String? = nil,
         isOnDemand: Bool = false,
-        isPinned: Bool = false
+        isPinned: Bool = false,
+        givenUp: AttachmentState? = nil
     ) {
         self.id = id
         self.filename = filename
@@ -65,6 +79,7 @@ public struct Attachment: Sendable, Hashable, Identifiable {
         self.contentHash = contentHash
         self.isOnDemand = isOnDemand
         self.isPinned = isPinned
+        self.givenUp = givenUp
     }
 
     /// A copy with the given fields replaced.
@@ -91,7 +106,8 @@ public struct Attachment: Sendable, Hashable, Identifiable {
             metaData: metaData ?? self.metaData,
             contentHash: contentHash ?? self.contentHash,
             isOnDemand: isOnDemand,
-            isPinned: isPinned
+            isPinned: isPinned,
+            givenUp: givenUp
         )
     }
 }

@@ -31,6 +31,21 @@ public struct QueueStatus: Sendable {
         public var lastError: String?
     }
 
+    /// An attachment whose transfer the queue gave up on (see ``Attachment/givenUp``); it stays archived
+    /// until ``AttachmentQueue/retry(attachmentId:)``.
+    public struct GivenUp: Sendable, Hashable {
+        /// The attachment's id.
+        public var attachmentId: String
+        /// The queued state whose transfer was given up: upload, download or delete.
+        public var state: AttachmentState
+        /// Failed tries before it was given up.
+        public var attempts: Int
+        /// The last failure's description.
+        public var lastError: String?
+        /// Whether its content is on this device only (a given-up upload): the local file is the only copy.
+        public var isLocalOnly: Bool
+    }
+
     /// Totals per state; a state with no attachment is absent.
     public var states: [AttachmentState: Totals]
     /// The bytes of content on this device.
@@ -41,6 +56,11 @@ public struct QueueStatus: Sendable {
     public var bytesTransferred: Int64
     /// Attachments waiting for a retry, soonest first.
     public var waitingForRetry: [Retry]
+    /// Content that is on this device and has never reached remote storage (waiting for upload, or its
+    /// upload given up): if the device were lost now, these files would be.
+    public var localOnly: Totals = Totals(count: 0, bytes: 0)
+    /// Attachments whose transfer was given up, by id.
+    public var givenUp: [GivenUp] = []
 
     /// How many attachments are in `state`.
     public func count(_ state: AttachmentState) -> Int {
@@ -55,6 +75,8 @@ extension AttachmentQueue {
         var totals: QueueStatus.Totals?
         var localBytes: Int64
         var retry: QueueStatus.Retry?
+        var givenUp: QueueStatus.GivenUp?
+        var localOnly: QueueStatus.Totals?
     }
 
     /// Snapshots of the queue, each time the attachments table changes or a transfer makes progress (at
@@ -110,13 +132,37 @@ extension AttachmentQueue {
         UNION ALL
         SELECT 1, state, NULL, NULL, 0, id, attempts, next_attempt_at, last_error
         FROM \(table) WHERE next_attempt_at IS NOT NULL AND state IN (0, 1, 2)
+        UNION ALL
+        SELECT 2, given_up, NULL, NULL, 0, id, attempts,
+               CASE WHEN local_uri IS NOT NULL AND coalesce(has_synced, 0) = 0 THEN 1 ELSE 0 END, last_error
+        FROM \(table) WHERE given_up IS NOT NULL AND state = 4
+        UNION ALL
+        SELECT 3, 1, count(*), CAST(total(size) AS INTEGER), 0, NULL, NULL, NULL, NULL
+        FROM \(table) WHERE local_uri IS NOT NULL AND coalesce(has_synced, 0) = 0 AND state IN (1, 4)
         """
     }
 
     private static func statusRow(_ cursor: SqlCursor) throws -> StatusRow {
         let rawState = try cursor.getInt(name: "state")
         let state = AttachmentState(rawValue: rawState) ?? .archived
-        if try cursor.getInt(name: "kind") == 0 {
+        let kind = try cursor.getInt(name: "kind")
+        if kind == 2 {
+            return StatusRow(
+                state: state, localBytes: 0,
+                givenUp: QueueStatus.GivenUp(
+                    attachmentId: try cursor.getString(name: "id"), state: state,
+                    attempts: try cursor.getIntOptional(name: "attempts") ?? 0,
+                    lastError: try cursor.getStringOptional(name: "err"),
+                    isLocalOnly: (try cursor.getIntOptional(name: "next") ?? 0) == 1))
+        }
+        if kind == 3 {
+            return StatusRow(
+                state: state, localBytes: 0,
+                localOnly: QueueStatus.Totals(
+                    count: try cursor.getIntOptional(name: "n") ?? 0,
+                    bytes: try cursor.getInt64Optional(name: "bytes") ?? 0))
+        }
+        if kind == 0 {
             return StatusRow(
                 state: state,
                 totals: QueueStatus.Totals(
@@ -137,9 +183,13 @@ extension AttachmentQueue {
         var states: [AttachmentState: QueueStatus.Totals] = [:]
         var local: Int64 = 0
         var retries: [QueueStatus.Retry] = []
+        var givenUp: [QueueStatus.GivenUp] = []
+        var localOnly = QueueStatus.Totals(count: 0, bytes: 0)
         for row in rows {
             if let totals = row.totals { states[row.state] = totals }
             if let retry = row.retry { retries.append(retry) }
+            if let entry = row.givenUp { givenUp.append(entry) }
+            if let totals = row.localOnly { localOnly = totals }
             local += row.localBytes
         }
         let (transfers, bytes) = progress.snapshot()
@@ -147,6 +197,8 @@ extension AttachmentQueue {
             states: states, localContentBytes: local, transfers: transfers, bytesTransferred: bytes,
             waitingForRetry: retries.sorted {
                 ($0.nextAttemptAt, $0.attachmentId) < ($1.nextAttemptAt, $1.attachmentId)
-            })
+            },
+            localOnly: localOnly,
+            givenUp: givenUp.sorted { $0.attachmentId < $1.attachmentId })
     }
 }

@@ -67,6 +67,8 @@ extension AttachmentQueue {
         /// After this many failed tries in a row, a transfer is given up and its attachment archived.
         /// `nil` retries for ever, as the PowerSync helpers do. The default is `nil`.
         public var maxAttempts: Int?
+        /// The file system calls the queue makes (tests substitute one that simulates crashes).
+        var files: any FileOperations = SystemFileOperations()
         /// Where the queue logs. The default discards everything.
         public var logger: Logger = Logger(label: "AttachmentSync.AttachmentQueue") { _ in SwiftLogNoOpLogHandler() }
 
@@ -124,9 +126,11 @@ extension AttachmentQueue {
 extension Duration {
     /// A duration from the seed API's `TimeInterval` seconds; negative or non-finite values stay invalid
     /// (negative) so that validation reports them.
+    /// Values too large for a `Duration` of milliseconds saturate (a year or a million years both mean
+    /// "practically never").
     init(seedSeconds seconds: TimeInterval) {
         if seconds.isFinite {
-            self = .milliseconds(Int64((seconds * 1000).rounded()))
+            self = .clampedMilliseconds(Int64(clamping: (seconds * 1000).rounded()))
         } else {
             self = .seconds(-1)
         }

@@ -47,7 +47,17 @@ extension AttachmentQueue {
                 return record.attachment(in: attachmentsDirectory)
             }
             if let shared = sharedDownloads[id] {
-                return try await wait(for: shared, id: id)
+                guard shared.abandoned else { return try await wait(for: shared, id: id) }
+                // Its callers all gave up and it is winding down: wait for that, then look again (its bytes
+                // may have arrived anyway; if not, a fresh download starts).
+                await shared.task?.value
+                try Task.checkCancellation()
+                continue
+            }
+            if reserved.contains(id) {
+                throw AttachmentError(
+                    code: .invalidState, message: "attachment \(String(reflecting: id)) is being saved",
+                    attachmentId: id)
             }
             if let transfer = transfers[id] {
                 await transfer.task.value
@@ -124,11 +134,15 @@ extension AttachmentQueue {
     private func dropWaiter(_ token: Int, of id: String) {
         guard let shared = sharedDownloads[id] else { return }
         shared.waiters.removeValue(forKey: token)?.resume(throwing: CancellationError())
-        if shared.waiters.isEmpty { shared.task?.cancel() }
+        if shared.waiters.isEmpty {
+            shared.abandoned = true
+            shared.task?.cancel()
+        }
     }
 
     private func sharedDownloadFinished(_ record: AttachmentRecord, outcome: TransferOutcome) async {
-        let shared = sharedDownloads.removeValue(forKey: record.id)
+        let shared = sharedDownloads[record.id]
+        sharedDownloads[record.id] = nil
         let result: Result<Attachment, any Error>
         switch outcome {
         case .completed:
@@ -174,30 +188,31 @@ extension AttachmentQueue {
     ///   it would lose the only copy) or the attachment is being deleted.
     @discardableResult
     public func purge(attachmentId id: String) async throws -> Attachment {
-        try await waitForInit()
-        try checkOpen()
-        guard let record = try await readRecord(id) else {
-            throw AttachmentError(
-                code: .attachmentNotFound, message: "no attachment has id \(String(reflecting: id))", attachmentId: id)
+        try await operation {
+            guard let record = try await readRecord(id) else {
+                throw AttachmentError(
+                    code: .attachmentNotFound, message: "no attachment has id \(String(reflecting: id))",
+                    attachmentId: id)
+            }
+            guard record.state == .synced || record.state == .archived, !record.isLocalOnly else {
+                let why =
+                    record.state == .queuedUpload || record.isLocalOnly
+                    ? "is not uploaded yet: its local file is the only copy" : "is \(record.state)"
+                throw AttachmentError(
+                    code: .invalidState, message: "cannot purge attachment \(String(reflecting: id)): it \(why)",
+                    attachmentId: id)
+            }
+            guard let relative = record.localPath else { return record.attachment(in: attachmentsDirectory) }
+            guard try await removeContent(of: record, relative: relative) else {
+                throw AttachmentError(
+                    code: .invalidState, message: "attachment \(String(reflecting: id)) changed while purging it",
+                    attachmentId: id)
+            }
+            eventCenter.send(.purged(attachmentId: id))
+            var purged = record
+            purged.localPath = nil
+            return purged.attachment(in: attachmentsDirectory)
         }
-        guard record.state == .synced || record.state == .archived else {
-            let why =
-                record.state == .queuedUpload
-                ? "is not uploaded yet: its local file is the only copy" : "is \(record.state)"
-            throw AttachmentError(
-                code: .invalidState, message: "cannot purge attachment \(String(reflecting: id)): it \(why)",
-                attachmentId: id)
-        }
-        guard let relative = record.localPath else { return record.attachment(in: attachmentsDirectory) }
-        guard try await removeContent(of: record, relative: relative) else {
-            throw AttachmentError(
-                code: .invalidState, message: "attachment \(String(reflecting: id)) changed while purging it",
-                attachmentId: id)
-        }
-        eventCenter.send(.purged(attachmentId: id))
-        var purged = record
-        purged.localPath = nil
-        return purged.attachment(in: attachmentsDirectory)
     }
 
     /// Clears a record's `local_uri` (only if it is unchanged), then deletes the file. A crash in between
@@ -206,7 +221,8 @@ extension AttachmentQueue {
         let store = store
         let cleared = try await db.writeTransaction { tx in
             try tx.execute(
-                sql: "UPDATE \(store.table) SET local_uri = NULL WHERE id = ? AND state = ? AND local_uri = ?",
+                sql: "UPDATE \(store.table) SET local_uri = NULL "
+                    + "WHERE id = ? AND state = ? AND local_uri = ? AND coalesce(has_synced, 0) = 1",
                 parameters: [record.id, record.state.rawValue, relative]) == 1
         }
         guard cleared else { return false }
@@ -233,8 +249,10 @@ extension AttachmentQueue {
     }
 
     private func setPinned(_ pinned: Bool, _ id: String) async throws {
-        try await waitForInit()
-        try checkOpen()
+        try await operation { try await writePinned(pinned, id) }
+    }
+
+    private func writePinned(_ pinned: Bool, _ id: String) async throws {
         let store = store
         let changed = try await db.writeTransaction { tx in
             try tx.execute(sql: "UPDATE \(store.table) SET pinned = ? WHERE id = ?", parameters: [pinned, id])

@@ -84,12 +84,15 @@ extension AttachmentQueue {
                 }
             case (.queuedUpload, false):
                 logger.error(
-                    "a file waiting for upload is missing; the attachment is archived",
+                    "a file waiting for upload is missing; its upload is given up and the attachment archived",
                     metadata: ["attachment": "\(record.id)"])
                 try await db.writeTransaction { tx in
                     try store.transition(
                         id: record.id, from: .queuedUpload, to: .archived, timestamp: timestamp,
-                        set: [("local_uri", nil)], in: tx)
+                        set: [
+                            ("local_uri", nil), ("given_up", AttachmentState.queuedUpload.rawValue),
+                            ("last_error", "the file to upload was missing at startup"),
+                        ], in: tx)
                 }
             case (.archived, false), (.queuedDownload, false):
                 try await db.writeTransaction { tx in
@@ -112,24 +115,61 @@ extension AttachmentQueue {
         return path.hasPrefix(base) ? String(path.dropFirst(base.count)) : url.lastPathComponent
     }
 
-    /// Removes the library's leftover temporary files, and files the queue generated (UUID-named) that no
-    /// record refers to. Anything else in the directory is left alone and logged once.
+    /// Removes what an interrupted call or a crash can leave in the attachments directory, and only that:
+    /// - the library's temporary files (`.attachment-sync-…`), except partial downloads (and what the remote
+    ///   needs to resume them) of attachments still waiting for their content;
+    /// - the file of a save that never committed: `<name>` beside its staging twin `.attachment-sync-save-<name>`
+    ///   (a second name of the same file, kept until the commit) when no record refers to `<name>`;
+    /// - the local file of an attachment whose record claims none (its content evicted, purged, or downloaded
+    ///   but not yet committed when the process stopped);
+    /// - files named like attachments the queue generated (UUIDs) that no record refers to.
+    ///
+    /// Folders, and any other file, are left alone and logged once, so a queue pointed at the wrong folder
+    /// deletes nothing of the user's.
     private func removeLeftoverFiles() async throws {
         let store = store
-        let (referenced, resumable) = try await db.readTransaction { tx in
+        let (referenced, resumable, unclaimed) = try await db.readTransaction { tx in
             let referenced = Set(try store.records(in: tx, where: "local_uri IS NOT NULL").compactMap(\.localPath))
+            let withoutContent = try store.records(in: tx, where: "local_uri IS NULL")
             // Partial downloads of attachments still without content are kept, to resume.
             let resumable = Set(
-                try store.records(in: tx, where: "local_uri IS NULL AND state IN (0, 3)").compactMap {
-                    try? FileName.downloadingName(for: $0.localName())
+                withoutContent.filter { $0.state == .queuedDownload || $0.state == .synced }.flatMap {
+                    record -> [String] in
+                    guard let partial = try? FileName.downloadingName(for: record.localName()) else { return [] }
+                    // The remote adapter may keep what it needs to resume beside the partial file.
+                    return [partial, FileName.resumeValidatorName(for: partial)]
                 })
-            return (referenced, resumable)
+            let unclaimed = Set(withoutContent.compactMap { try? $0.localName() }).subtracting(referenced)
+            return (referenced, resumable, unclaimed)
+        }
+        var names = try await localStorage.listDirectory(path: attachmentsDirectory.path)
+        let plain = localStorage.plainFileURL(filePath: attachmentsDirectory.path) != nil
+        let savingPrefix = FileName.savingName(for: "")
+        for staging in names where staging.hasPrefix(savingPrefix) {
+            let name = String(staging.dropFirst(savingPrefix.count))
+            guard !referenced.contains(name), names.contains(name) else { continue }
+            // With plain files, only when both names are one file (the twin was made with a hard link).
+            if plain {
+                guard let twin = files.info(atPath: localPath(staging)),
+                    let placed = files.info(atPath: localPath(name)),
+                    twin.identity == placed.identity
+                else { continue }
+            }
+            try await localStorage.deleteFile(filePath: localPath(name))
+            names.removeAll { $0 == name }
+            logger.info("removed the file of a save that did not complete", metadata: ["file": "\(name)"])
         }
         let subdirectories = Set(configuration.subdirectories)
         var foreign: [String] = []
-        for name in try await localStorage.listDirectory(path: attachmentsDirectory.path) {
+        for name in names {
             if referenced.contains(name) || resumable.contains(name) || subdirectories.contains(name) { continue }
-            if name.hasPrefix(FileName.temporaryPrefix) || FileName.looksLikeGeneratedAttachment(name) {
+            if plain, files.info(atPath: localPath(name))?.kind == .directory {
+                foreign.append(name)
+                continue
+            }
+            if name.hasPrefix(FileName.temporaryPrefix) || unclaimed.contains(name)
+                || FileName.looksLikeGeneratedAttachment(name)
+            {
                 try await localStorage.deleteFile(filePath: localPath(name))
                 logger.info("removed a leftover file", metadata: ["file": "\(name)"])
             } else {

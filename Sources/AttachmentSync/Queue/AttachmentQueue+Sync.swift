@@ -131,6 +131,10 @@ extension AttachmentQueue {
                     items: scopedItems,
                     records: Dictionary(records.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
                 )
+                if !decision.inserts.isEmpty {
+                    decision.rejectSharedFilenames(
+                        owners: try store.owners(ofFilenames: Set(decision.inserts.map(\.filename)), in: tx))
+                }
                 if let changedSince {
                     let recent = Set(records.filter { $0.timestamp >= changedSince }.map(\.id))
                     decision.archives.removeAll { recent.contains($0.id) }
@@ -152,12 +156,21 @@ extension AttachmentQueue {
                     for id in decision.restores {
                         try store.transition(id: id, from: .archived, to: .synced, timestamp: timestamps.next(), in: tx)
                     }
+                    for id in decision.reuploads {
+                        try store.transition(
+                            id: id, from: .archived, to: .queuedUpload, timestamp: timestamps.next(),
+                            set: AttachmentQueue.retryStateCleared, in: tx)
+                    }
+                    for id in decision.clearedGiveUps {
+                        try store.update(id: id, ifState: .archived, set: [("given_up", nil)], in: tx)
+                    }
                     for record in decision.requeues {
                         try store.transition(
                             id: record.id, from: .archived, to: record.state, timestamp: timestamps.next(),
                             set: [
                                 ("media_type", record.mediaType), ("meta_data", record.metaData),
-                                ("on_demand", record.onDemand),
+                                ("on_demand", record.onDemand), ("content_hash", record.contentHash),
+                                ("size", record.size),
                             ], in: tx)
                     }
                     for archive in decision.archives {
@@ -184,6 +197,7 @@ extension AttachmentQueue {
                     "reconciled watched attachments",
                     metadata: [
                         "new": "\(decision.inserts.count)", "restored": "\(decision.restores.count)",
+                        "reuploaded": "\(decision.reuploads.count)",
                         "requeued": "\(decision.requeues.count)", "archived": "\(decision.archives.count)",
                     ])
                 trigger()
@@ -222,7 +236,7 @@ extension AttachmentQueue {
 
     /// Starts transfers for queued attachments, oldest first, up to the concurrency bound.
     func startQueuedTransfers() async throws {
-        guard !isClosed, transfers.count < scheduler.maxConcurrentTransfers else { return }
+        guard mayStartTransfers, transfers.count < scheduler.maxConcurrentTransfers else { return }
         let store = store
         // Enough rows to fill the free slots even if every busy or skipped record comes first.
         let limit = scheduler.maxConcurrentTransfers + transfers.count + reserved.count + skippedUntilTrigger.count
@@ -247,14 +261,15 @@ extension AttachmentQueue {
         if let earliestRetry { scheduleRetryWake(at: earliestRetry, now: now) }
         for record in selected {
             // The read above was a suspension point: check again before starting.
+            // (`stopSync` or `close` may have come meanwhile: then nothing starts.)
             guard transfers[record.id] == nil, !reserved.contains(record.id),
-                transfers.count < scheduler.maxConcurrentTransfers, !isClosed
+                transfers.count < scheduler.maxConcurrentTransfers, mayStartTransfers
             else { continue }
             startTransfer(record)
         }
         // Rows dropped as possibly stale leave this read's window short: read again rather than leave
         // queued work with nobody to start it.
-        if fresh.count < queued.count, transfers.count < scheduler.maxConcurrentTransfers, !isClosed {
+        if fresh.count < queued.count, transfers.count < scheduler.maxConcurrentTransfers, mayStartTransfers {
             try await startQueuedTransfers()
         }
     }
@@ -281,20 +296,41 @@ extension AttachmentQueue {
         guard !evictable.isEmpty else { return }
         var evicted = 0
         for record in evictable where transfers[record.id] == nil {
-            // The conditional delete decides: a record restored meanwhile keeps its file. A crash between
-            // the two steps leaves a file no record refers to, which startup cleans up.
-            let deleted = try await db.writeTransaction { tx in
-                try store.delete(id: record.id, ifState: .archived, in: tx)
-            }
-            guard deleted else { continue }
-            changedSinceReconcile.insert(record.id)
+            guard try await evictArchived(record) else { continue }
             evicted += 1
-            if let relative = record.localPath {
-                try await localStorage.deleteFile(filePath: localPath(relative))
-                eventCenter.send(.evicted(attachmentId: record.id, bytes: record.size ?? 0))
-            }
         }
         logger.debug("evicted archived attachments", metadata: ["count": "\(evicted)"])
+    }
+
+    /// Evicts one archived attachment, record and file, unless it changed meanwhile (restored, say), in
+    /// three steps each conditional on the one before: the record lets go of its file, the file goes, the
+    /// record goes. A crash in between leaves a record without a file (harmless; evicted next time) or a
+    /// file its record no longer claims (startup removes it); never a file nobody can attribute.
+    func evictArchived(_ record: AttachmentRecord) async throws -> Bool {
+        let store = store
+        if let relative = record.localPath {
+            let released = try await db.writeTransaction { tx in
+                try tx.execute(
+                    sql: "UPDATE \(store.table) SET local_uri = NULL WHERE id = ? AND local_uri = ? AND "
+                        + AttachmentStore.evictableArchived,
+                    parameters: [record.id, relative]) == 1
+            }
+            guard released else { return false }
+            changedSinceReconcile.insert(record.id)
+            try await localStorage.deleteFile(filePath: localPath(relative))
+        }
+        let deleted = try await db.writeTransaction { tx in
+            try tx.execute(
+                sql: "DELETE FROM \(store.table) WHERE id = ? AND local_uri IS NULL AND "
+                    + AttachmentStore.evictableArchived,
+                parameters: [record.id]) == 1
+        }
+        if deleted { changedSinceReconcile.insert(record.id) }
+        if record.localPath != nil {
+            eventCenter.send(.evicted(attachmentId: record.id, bytes: record.size ?? 0))
+            return true
+        }
+        return deleted
     }
 
     /// Keeps local content within ``Configuration/maxCacheBytes``: evicts the least recently used archived
@@ -312,8 +348,8 @@ extension AttachmentQueue {
             guard used > budget else { return (used, []) }
             let candidates = try store.records(
                 in: tx,
-                where: "local_uri IS NOT NULL AND coalesce(pinned, 0) = 0 "
-                    + "AND (state = 4 OR (state = 3 AND coalesce(on_demand, 0) = 1))")
+                where: "local_uri IS NOT NULL AND coalesce(pinned, 0) = 0 AND coalesce(has_synced, 0) = 1 "
+                    + "AND ((state = 4 AND given_up IS NULL) OR (state = 3 AND coalesce(on_demand, 0) = 1))")
             return (used, candidates)
         }
         guard used > budget else { return }
@@ -324,28 +360,20 @@ extension AttachmentQueue {
         var remaining = used
         for record in ordered where remaining > budget && transfers[record.id] == nil {
             guard let relative = record.localPath else { continue }
-            let removed: Bool
             if record.state == .archived {
-                removed = try await db.writeTransaction { tx in
-                    try store.delete(id: record.id, ifState: .archived, in: tx)
-                }
-                if removed {
-                    changedSinceReconcile.insert(record.id)
-                    try await localStorage.deleteFile(filePath: localPath(relative))
-                }
+                guard try await evictArchived(record) else { continue }
             } else {
-                removed = try await removeContent(of: record, relative: relative)
+                guard try await removeContent(of: record, relative: relative) else { continue }
+                eventCenter.send(.evicted(attachmentId: record.id, bytes: record.size ?? 0))
             }
-            guard removed else { continue }
             remaining -= record.size ?? 0
-            eventCenter.send(.evicted(attachmentId: record.id, bytes: record.size ?? 0))
         }
         logger.debug("kept the cache within its budget", metadata: ["bytes": "\(remaining)", "budget": "\(budget)"])
     }
 
     /// Milliseconds since 1970.
     static func milliseconds(_ date: Date) -> Int64 {
-        Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        clampedMilliseconds(date)
     }
 
     /// Makes sure a pass runs when the soonest retry time `at` (milliseconds since 1970) comes, while
@@ -354,7 +382,7 @@ extension AttachmentQueue {
         guard session != nil else { return }
         if let retryWake, retryWake.time <= time { return }
         retryWake?.task.cancel()
-        let delay = Duration.milliseconds(max(0, time - now))
+        let delay = Duration.clampedMilliseconds(max(0, time.subtractingClamped(now)))
         let clock = configuration.clock
         let task = Task {
             do {

@@ -48,6 +48,7 @@ extension AttachmentQueue {
         let maxAttempts: Int?
         let currentDate: @Sendable () -> Date
         let progress: ProgressCenter
+        let files: any FileOperations
     }
 
     func makeTransferContext() -> TransferContext {
@@ -55,7 +56,7 @@ extension AttachmentQueue {
             db: db, store: store, remote: remoteStorage, local: localStorage, errorHandler: errorHandler,
             directory: attachmentsDirectory, timestamps: timestamps, logger: logger,
             retryBackoff: configuration.retryBackoff, maxAttempts: configuration.maxAttempts,
-            currentDate: configuration.currentDate, progress: progressCenter
+            currentDate: configuration.currentDate, progress: progressCenter, files: files
         )
     }
 
@@ -97,7 +98,7 @@ extension AttachmentQueue {
         case .failedOnRequest(let error):
             logError("a download asked for failed", error, id: record.id)
         }
-        if !isClosed, session != nil || manualRounds > 0 {
+        if mayStartTransfers {
             // Counted as a read from now on: until the task below has read the queued records, the queue
             // is not idle (a `syncNow` must not return in between).
             queuedReadsInFlight += 1
@@ -125,7 +126,9 @@ extension AttachmentQueue {
         if let current, current.localPath == nil, current.state == .queuedDownload || current.state == .synced {
             return
         }
-        try? await localStorage.deleteFile(filePath: localPath(FileName.downloadingName(for: localName)))
+        let partial = FileName.downloadingName(for: localName)
+        try? await localStorage.deleteFile(filePath: localPath(partial))
+        try? await localStorage.deleteFile(filePath: localPath(FileName.resumeValidatorName(for: partial)))
     }
 
     /// Ends the transfer's progress stream and sends its event.
@@ -198,7 +201,7 @@ extension AttachmentQueue {
             let error = AttachmentError(
                 code: .localFileNotFound,
                 message: "the file to upload is missing", attachmentId: record.id, path: attachment.localUri)
-            return try await archive(record, because: error, clearingLocalPath: true, context)
+            return try await giveUp(record, because: error, clearingLocalPath: true, context)
         }
         let id = record.id
         let size: Int64
@@ -230,7 +233,7 @@ extension AttachmentQueue {
     /// The partial file survives cancellation and failures other than a mismatch or a missing remote
     /// file: when the remote supports ranged reads, the next try continues from its end. Attachments are
     /// immutable (a new file gets a new id), so the bytes already there are the start of the same content;
-    /// the SHA-256, when the record knows it, checks the whole file anyway.
+    /// the adapter starts over when it sees the object changed, and the whole file is checked anyway.
     private nonisolated static func download(
         _ record: AttachmentRecord, _ attachment: Attachment, _ context: TransferContext
     ) async throws -> TransferOutcome {
@@ -243,35 +246,36 @@ extension AttachmentQueue {
             let (size, sha256): (Int64, String)
             if let staging = context.local.plainFileURL(filePath: stagingPath) {
                 let partial = try await context.local.fileSize(filePath: stagingPath) ?? 0
+                let info: RemoteObjectInfo
                 if partial > 0, context.remote.supportsRangedDownloads {
                     context.progress.begin(id, direction: .download, completedBytes: partial, totalBytes: record.size)
                     context.logger.debug(
                         "resuming a download", metadata: ["attachment": "\(id)", "offset": "\(partial)"])
-                    try await context.remote.downloadFile(attachment: attachment, appendingTo: staging, from: partial) {
+                    info = try await context.remote.downloadFile(attachment: attachment, into: staging, from: partial) {
                         context.progress.report(id, $0)
                     }
                 } else {
                     try await context.local.deleteFile(filePath: stagingPath)
                     context.progress.begin(id, direction: .download, totalBytes: record.size)
-                    try await context.remote.downloadFile(attachment: attachment, to: staging) {
+                    info = try await context.remote.downloadFile(attachment: attachment, into: staging, from: 0) {
                         context.progress.report(id, $0)
                     }
                 }
-                try FileManagerStorageAdapter.synchronize(path: staging.path)
-                (size, sha256) = try await FileStreaming.digest(of: staging)
-                try verify(sha256, of: record, path: stagingPath)
+                try context.files.synchronizeFile(atPath: stagingPath)
+                (size, sha256) = try await context.files.digest(ofFileAt: stagingPath)
+                try verify(size: size, sha256: sha256, of: record, remote: info, path: stagingPath)
             } else {
                 context.progress.begin(id, direction: .download, totalBytes: record.size)
                 let data = try await context.remote.downloadFile(attachment: attachment)
-                sha256 = FileStreaming.sha256(data)
-                try verify(sha256, of: record, path: stagingPath)
-                size = try await context.local.saveFile(filePath: stagingPath, data: data)
+                (size, sha256) = (Int64(data.count), FileStreaming.sha256(data))
+                try verify(size: size, sha256: sha256, of: record, remote: RemoteObjectInfo(), path: stagingPath)
+                _ = try await context.local.saveFile(filePath: stagingPath, data: data)
             }
             try Task.checkCancellation()
             try await context.local.moveFile(sourcePath: stagingPath, targetPath: finalPath)
             let store = context.store
             let timestamp = context.timestamps.next()
-            let now = Int64((context.currentDate().timeIntervalSince1970 * 1000).rounded(.down))
+            let now = clampedMilliseconds(context.currentDate())
             let contentColumns: [(column: String, value: (any SqlValueConvertible)?)] = [
                 ("has_synced", true), ("size", size), ("local_uri", localName), ("content_hash", sha256),
                 ("last_used_at", now),
@@ -306,26 +310,48 @@ extension AttachmentQueue {
             let code = (error as? AttachmentError)?.code
             let resumable =
                 context.remote.supportsRangedDownloads && code != .integrityMismatch && code != .remoteNotFound
-            if !resumable { try? await context.local.deleteFile(filePath: stagingPath) }
+            if !resumable {
+                try? await context.local.deleteFile(filePath: stagingPath)
+                try? await context.local.deleteFile(
+                    filePath: context.directory.appendingPathComponent(
+                        FileName.resumeValidatorName(for: FileName.downloadingName(for: localName))
+                    ).path)
+            }
             throw error
         }
     }
 
-    /// Throws ``AttachmentError/Code-swift.struct/integrityMismatch`` when the record knows its content's
-    /// hash and `sha256` differs.
-    private nonisolated static func verify(_ sha256: String, of record: AttachmentRecord, path: String) throws {
-        guard let expected = record.contentHash, expected.lowercased() != sha256 else { return }
-        throw AttachmentError(
-            code: .integrityMismatch,
-            message: "downloaded content has SHA-256 \(sha256), expected \(expected); the file was discarded",
-            attachmentId: record.id,
-            path: path
-        )
+    /// Throws ``AttachmentError/Code-swift.struct/integrityMismatch`` unless the downloaded file (`size`
+    /// bytes with SHA-256 `sha256`) is the attachment's content: its hash must be the one the record knows
+    /// (saved here, or carried by the watched item), else the one remote storage keeps with the object; its
+    /// size the record's, else the remote's. With neither known, nothing can be checked.
+    static func verify(
+        size: Int64, sha256: String, of record: AttachmentRecord, remote: RemoteObjectInfo, path: String
+    ) throws {
+        func mismatch(_ what: String) -> AttachmentError {
+            AttachmentError(
+                code: .integrityMismatch,
+                message: "downloaded content of attachment \(String(reflecting: record.id)) \(what); the file was "
+                    + "discarded", attachmentId: record.id, path: path)
+        }
+        let recorded = record.contentHash?.lowercased()
+        let stored = remote.sha256.map { $0.lowercased() }.flatMap { FileStreaming.isSHA256($0) ? $0 : nil }
+        if let recorded, let stored, recorded != stored {
+            throw mismatch("comes from an object whose stored SHA-256 is \(stored), expected \(recorded)")
+        }
+        if let expected = recorded ?? stored, expected != sha256 {
+            throw mismatch("has SHA-256 \(sha256), expected \(expected)")
+        }
+        if let expected = record.size ?? remote.size, expected != size {
+            throw mismatch("is \(size) bytes long, expected \(expected)")
+        }
     }
 
     private nonisolated static func delete(
         _ record: AttachmentRecord, _ attachment: Attachment, _ context: TransferContext
     ) async throws -> TransferOutcome {
+        // An upload interrupted before the delete will never resume: let the remote forget it.
+        if !record.hasSynced { try await context.remote.discardPartialUpload(attachment: attachment) }
         try await context.remote.deleteFile(attachment: attachment)
         if let path = attachment.localUri {
             try await context.local.deleteFile(filePath: path)
@@ -339,7 +365,8 @@ extension AttachmentQueue {
     }
 
     /// Counts the failure, then retries after the backoff delay (or the server's `Retry-After`, when
-    /// longer) or archives: the error handler decides first (given the attempt count), then `maxAttempts`.
+    /// longer, but never beyond the backoff's ``RetryBackoff/maximumDelay``) or gives up: the error handler
+    /// decides first (given the attempt count), then `maxAttempts`.
     private nonisolated static func handleFailure(
         _ record: AttachmentRecord, _ attachment: Attachment, _ error: any Error, _ context: TransferContext
     ) async -> TransferOutcome {
@@ -356,13 +383,12 @@ extension AttachmentQueue {
         }
         do {
             guard retry else {
-                return try await archive(record, because: error, attempts: attempt, context)
+                return try await giveUp(record, because: error, attempts: attempt, context)
             }
             var generator = SystemRandomNumberGenerator()
-            var delay = context.retryBackoff.delay(afterAttempt: attempt, using: &generator)
-            if let retryAfter = (error as? AttachmentError)?.retryAfter { delay = max(delay, retryAfter) }
-            let now = context.currentDate()
-            let next = Int64((now.timeIntervalSince1970 * 1000).rounded(.down)) + Int64(delay / .milliseconds(1))
+            let delay = context.retryBackoff.delay(
+                afterAttempt: attempt, retryAfter: (error as? AttachmentError)?.retryAfter, using: &generator)
+            let next = clampedMilliseconds(context.currentDate()).addingClamped(delay.clampedMilliseconds)
             let store = context.store
             let message = String(describing: error).prefix(1000)
             _ = try await context.db.writeTransaction { tx in
@@ -377,7 +403,11 @@ extension AttachmentQueue {
         }
     }
 
-    private nonisolated static func archive(
+    /// Gives a transfer up: the record is archived and marked (``AttachmentRecord/givenUp``), with its attempt
+    /// count and error. A given-up upload keeps its local file, the only copy: archived content that never
+    /// reached remote storage is never evicted or purged, and is uploaded again by
+    /// ``AttachmentQueue/retry(attachmentId:)`` or when a row refers to it anew.
+    private nonisolated static func giveUp(
         _ record: AttachmentRecord, because error: any Error, clearingLocalPath: Bool = false, attempts: Int = 1,
         _ context: TransferContext
     ) async throws -> TransferOutcome {
@@ -386,9 +416,15 @@ extension AttachmentQueue {
         let archived = try await context.db.writeTransaction { tx in
             try store.transition(
                 id: record.id, from: record.state, to: .archived, timestamp: timestamp,
-                set: (clearingLocalPath ? [("local_uri", nil)] : []) + retryStateCleared
-                    + [("last_error", String(String(describing: error).prefix(1000)))],
+                set: (clearingLocalPath ? [("local_uri", nil)] : []) + [
+                    ("attempts", attempts), ("next_attempt_at", nil),
+                    ("last_error", String(String(describing: error).prefix(1000))),
+                    ("given_up", record.state.rawValue),
+                ],
                 in: tx)
+        }
+        if archived, record.state == .queuedUpload {
+            try? await context.remote.discardPartialUpload(attachment: record.attachment(in: context.directory))
         }
         return archived ? .archived(error, attempts: attempts) : .superseded
     }

@@ -52,6 +52,8 @@ public actor AttachmentQueue {
     let errorHandler: (any SyncErrorHandler)?
     let watchAttachments: (@Sendable () throws -> AsyncThrowingStream<[WatchedAttachmentItem], any Error>)?
     let store: AttachmentStore
+    /// The queue's own file system calls (staging, linking, flushing, hashing).
+    let files: any FileOperations
     let logger: Logger
     let timestamps = MonotonicTimestamps()
     let scheduler: TransferScheduler
@@ -73,9 +75,15 @@ public actor AttachmentQueue {
     var skippedUntilTrigger: [String: AttachmentState] = [:]
     /// `syncNow` calls waiting for the queue to go idle.
     var idleWaiters: [CheckedContinuation<Void, Never>] = []
-    /// How many `syncNow` calls are running; while any is, finished transfers start the next ones even
-    /// when background sync is off.
-    var manualRounds = 0
+    /// How many `syncNow` calls of the current run generation are running; while any is, finished transfers
+    /// start the next ones even when background sync is off.
+    var manualRounds: [Int: Int] = [:]
+    /// Counts `stopSync` calls: a `syncNow` started before one no longer starts transfers once it returns.
+    var runGeneration = 0
+    /// Calls that change records or files (`saveFile`, `deleteFile`, `purge`…) in progress, which `close`
+    /// waits for.
+    var operationsInProgress = 0
+    var operationWaiters: [CheckedContinuation<Void, Never>] = []
     /// Counts finished transfers. With `finishedWhileReading`, it tells which attachments finished a
     /// transfer while a read of the queued records was in flight: that read may still show them queued,
     /// so it must not start them again (the finished transfer starts a fresh read itself).
@@ -117,6 +125,9 @@ public actor AttachmentQueue {
     final class SharedDownload {
         var waiters: [Int: CheckedContinuation<Attachment, any Error>] = [:]
         var task: Task<Void, Never>?
+        /// Its last waiter gave up and it was cancelled: a new caller waits for it to wind down, then starts
+        /// afresh, instead of joining a transfer that ends in `CancellationError`.
+        var abandoned = false
     }
 
     // MARK: - Creating a queue
@@ -154,6 +165,7 @@ public actor AttachmentQueue {
             URL(fileURLWithPath: configuration.attachmentsDirectory, isDirectory: true)
             .standardizedFileURL
         self.store = AttachmentStore(table: configuration.attachmentsQueueTableName)
+        self.files = configuration.files
         self.logger = configuration.logger
         self.scheduler = TransferScheduler(maxConcurrentTransfers: max(1, configuration.maxConcurrentTransfers))
         self.reconciler = Reconciler(policy: configuration.effectiveDownloadPolicy)
@@ -270,7 +282,14 @@ public actor AttachmentQueue {
             task = Task { try await self.initialize() }
             initialization = task
         }
-        try await task.value
+        do {
+            try await task.value
+        } catch {
+            // A failed startup (a folder that could not be created for a moment, say) is tried again by the
+            // next call instead of failing every call for the life of the queue.
+            if initialization == task { initialization = nil }
+            throw error
+        }
     }
 
     /// Starts syncing in the background: follows `watchAttachments`, reacts to changes of the attachments
@@ -297,20 +316,39 @@ public actor AttachmentQueue {
     }
 
     /// Stops background syncing and interrupts transfers in flight; they are retried when syncing starts
-    /// again. Returns promptly. Calling it while stopped does nothing.
+    /// again. Returns promptly.
+    ///
+    /// Once it has returned, no transfer starts until ``startSync()`` or ``syncNow()`` is called again: a
+    /// ``syncNow()`` in progress returns early (also when sync was not started). Downloads asked for with
+    /// ``download(attachmentId:)`` go on.
     public func stopSync() async {
-        guard let session else { return }
-        self.session = nil
-        session.triggers.finish()
+        runGeneration += 1
+        manualRounds = [:]
         retryWake?.task.cancel()
         retryWake = nil
-        for task in session.tasks { task.cancel() }
+        let session = self.session
+        self.session = nil
+        if let session {
+            session.triggers.finish()
+            for task in session.tasks { task.cancel() }
+        }
+        cancelBackgroundTransfers()
+        if let session {
+            for task in session.tasks { await task.value }
+        }
+        // A pass that was reading the table when the tasks were cancelled may have started one more.
+        cancelBackgroundTransfers()
+        resumeIdleWaiters()
+        if session != nil { logger.debug("sync stopped") }
+    }
+
+    /// Interrupts every transfer in flight except downloads asked for on request; they are retried at the
+    /// next trigger.
+    private func cancelBackgroundTransfers() {
         for (id, transfer) in transfers where !transfer.onRequest {
             skippedUntilTrigger[id] = transfer.state
             transfer.task.cancel()
         }
-        for task in session.tasks { await task.value }
-        logger.debug("sync stopped")
     }
 
     /// The same as ``stopSync()``, under the name of earlier PowerSync versions.
@@ -318,14 +356,21 @@ public actor AttachmentQueue {
         await stopSync()
     }
 
-    /// Stops syncing, interrupts transfers in flight and waits for them to wind down, and closes the
-    /// queue: later calls throw ``AttachmentError/Code-swift.struct/closed``. When it returns the queue no
-    /// longer touches the database or the files, so the app may close the database. The database itself
-    /// stays open (it is the app's). Closing twice is harmless.
+    /// Closes the queue: later calls throw ``AttachmentError/Code-swift.struct/closed``; calls already in
+    /// progress that change records or files (``saveFile(data:mediaType:fileExtension:metaData:id:updateHook:)``,
+    /// ``deleteFile(attachmentId:updateHook:)``, ``purge(attachmentId:)``…) finish first; then syncing stops
+    /// and transfers in flight are interrupted and waited for. When it returns the queue no longer touches
+    /// the database or the files, so the app may close the database. The database itself stays open (it is
+    /// the app's). Closing twice is harmless.
     public func close() async {
         guard !isClosed else { return }
-        await stopSync()
         isClosed = true
+        // Calls already inside (a `saveFile` between its file and its commit, say) finish first.
+        while operationsInProgress > 0 {
+            await withCheckedContinuation { operationWaiters.append($0) }
+        }
+        if let initialization { _ = await initialization.result }
+        await stopSync()
         let running = transfers.values.map(\.task)
         for task in running { task.cancel() }
         resumeIdleWaiters()
@@ -338,19 +383,45 @@ public actor AttachmentQueue {
     /// Runs a sync pass now and returns when the queue is idle again: every queued attachment has been
     /// tried once (failures wait for the next trigger) and no transfer is in flight.
     ///
-    /// Works whether or not background sync is on.
+    /// Works whether or not background sync is on. ``stopSync()`` or ``close()`` makes it return early.
     public func syncNow() async throws {
         try await waitForInit()
-        manualRounds += 1
-        defer { manualRounds -= 1 }
+        let generation = runGeneration
+        manualRounds[generation, default: 0] += 1
+        defer {
+            if let rounds = manualRounds[generation] {
+                manualRounds[generation] = rounds > 1 ? rounds - 1 : nil
+            }
+        }
         await runPass()
         await waitUntilIdle()
+    }
+
+    /// Whether background transfers may start: the queue is open, and syncing or in a `syncNow`.
+    var mayStartTransfers: Bool {
+        !isClosed && (session != nil || manualRounds[runGeneration, default: 0] > 0)
     }
 
     func ensureOpen() throws {
         if isClosed {
             throw AttachmentError(code: .closed, message: "the attachment queue is closed")
         }
+    }
+
+    /// Runs a call that changes records or files, after startup, as one ``close()`` waits for.
+    func operation<T: Sendable>(_ body: () async throws -> T) async throws -> T {
+        try await waitForInit()
+        try ensureOpen()
+        operationsInProgress += 1
+        defer {
+            operationsInProgress -= 1
+            if operationsInProgress == 0 {
+                let waiters = operationWaiters
+                operationWaiters = []
+                for waiter in waiters { waiter.resume() }
+            }
+        }
+        return try await body()
     }
 
     // MARK: - Reading records

@@ -27,11 +27,17 @@ struct AttachmentRecord: Sendable, Hashable {
     var pinned: Bool = false
     /// Milliseconds since 1970 of the content's last use (saved, downloaded, asked for), for LRU eviction.
     var lastUsedAt: Int64?
+    /// The queued state whose transfer was given up (the record is then archived), or `nil`.
+    var givenUp: AttachmentState?
+
+    /// Whether the content is on this device and has never reached remote storage: the local file is the
+    /// only copy, so nothing may evict or purge it.
+    var isLocalOnly: Bool { localPath != nil && !hasSynced }
 
     /// The columns ``init(cursor:)`` reads, for `SELECT`s.
     static let columns =
         "id, filename, state, timestamp, has_synced, local_uri, media_type, size, meta_data, content_hash, "
-        + "attempts, next_attempt_at, last_error, on_demand, pinned, last_used_at"
+        + "attempts, next_attempt_at, last_error, on_demand, pinned, last_used_at, given_up"
 
     init(
         id: String,
@@ -85,6 +91,7 @@ struct AttachmentRecord: Sendable, Hashable {
         onDemand = try cursor.getBooleanOptional(name: "on_demand") ?? false
         pinned = try cursor.getBooleanOptional(name: "pinned") ?? false
         lastUsedAt = try cursor.getInt64Optional(name: "last_used_at")
+        givenUp = try cursor.getIntOptional(name: "given_up").flatMap(AttachmentState.init(rawValue:))
     }
 
     /// The name of the local file a download of this record writes: `<id>.<ext>`, the extension taken
@@ -109,7 +116,8 @@ struct AttachmentRecord: Sendable, Hashable {
             metaData: metaData,
             contentHash: contentHash,
             isOnDemand: onDemand,
-            isPinned: pinned
+            isPinned: pinned,
+            givenUp: givenUp
         )
     }
 }

@@ -132,16 +132,58 @@ struct AttachmentStore: Sendable {
             == 1
     }
 
-    /// Archived records beyond the newest `keep`, oldest first: the ones to evict.
+    /// The condition of records that are disposable cache: archived, not given up, and not holding the only
+    /// copy of their content (a local file that never reached remote storage).
+    static let evictableArchived =
+        "state = 4 AND given_up IS NULL AND NOT (local_uri IS NOT NULL AND coalesce(has_synced, 0) = 0)"
+
+    /// Archived records beyond the newest `keep`, oldest first: the ones to evict. Records that are not
+    /// disposable (see ``evictableArchived``) are neither counted nor returned.
     func archivedBeyond(keep: Int64, in tx: SqlTransaction) throws -> [AttachmentRecord] {
         try tx.getAll(
             sql: """
-                SELECT \(AttachmentRecord.columns) FROM \(table) WHERE state = ?
+                SELECT \(AttachmentRecord.columns) FROM \(table) WHERE \(Self.evictableArchived)
                 ORDER BY timestamp DESC, id DESC LIMIT -1 OFFSET ?
                 """,
-            parameters: [AttachmentState.archived.rawValue, keep]
+            parameters: [keep]
         ) { try AttachmentRecord(cursor: $0) }
         .reversed()
+    }
+
+    /// The ids of records (other than `id`) whose remote file is `filename`, or whose local file is `localPath`.
+    func owners(ofFilename filename: String?, localPath: String?, except id: String, in tx: SqlTransaction) throws
+        -> [String]
+    {
+        var owners: [String] = []
+        if let filename {
+            owners += try tx.getAll(
+                sql: "SELECT id FROM \(table) WHERE filename = ? AND id <> ? LIMIT 1", parameters: [filename, id]
+            ) { try $0.getString(name: "id") }
+        }
+        if let localPath {
+            owners += try tx.getAll(
+                sql: "SELECT id FROM \(table) WHERE local_uri = ? AND id <> ? LIMIT 1", parameters: [localPath, id]
+            ) { try $0.getString(name: "id") }
+        }
+        return owners
+    }
+
+    /// The id of the record that uses each of `filenames` as its remote file, read in batches.
+    func owners(ofFilenames filenames: Set<String>, in tx: SqlTransaction) throws -> [String: String] {
+        var owners: [String: String] = [:]
+        let names = Array(filenames)
+        for start in stride(from: 0, to: names.count, by: 500) {
+            let batch = names[start..<min(start + 500, names.count)]
+            let placeholders = Array(repeating: "?", count: batch.count).joined(separator: ", ")
+            for (filename, id) in try tx.getAll(
+                sql: "SELECT filename, id FROM \(table) WHERE filename IN (\(placeholders))",
+                parameters: batch.map { $0 as (any SqlValueConvertible)? },
+                mapper: { (try $0.getString(name: "filename"), try $0.getString(name: "id")) })
+            {
+                owners[filename] = id
+            }
+        }
+        return owners
     }
 
     /// The names of the columns the table has, to check it before the queue starts.

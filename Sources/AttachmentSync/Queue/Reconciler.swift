@@ -10,6 +10,12 @@ struct Reconciler: Sendable {
         var inserts: [AttachmentRecord] = []
         /// Archived records whose local file is still cached: back to `synced`, no download.
         var restores: [String] = []
+        /// Archived records whose local file never reached remote storage (an upload given up before the
+        /// rows let go of it): back to `queuedUpload`, never to `synced`.
+        var reuploads: [String] = []
+        /// Archived records of a given-up upload or download that no row refers to any more: the give-up is
+        /// forgotten, so a row referring to them again starts afresh.
+        var clearedGiveUps: [String] = []
         /// Archived records without a local file, with the item's metadata: back to `queuedDownload`
         /// (eager) or to remote-only `synced` (on demand), as each record's state says.
         var requeues: [AttachmentRecord] = []
@@ -19,11 +25,36 @@ struct Reconciler: Sendable {
         var rejected: [(item: WatchedAttachmentItem, error: AttachmentError)] = []
 
         var isEmpty: Bool {
-            inserts.isEmpty && restores.isEmpty && requeues.isEmpty && archives.isEmpty
+            inserts.isEmpty && restores.isEmpty && reuploads.isEmpty && clearedGiveUps.isEmpty && requeues.isEmpty
+                && archives.isEmpty
+        }
+
+        /// Moves to ``rejected`` every insert whose remote file is already another attachment's (`owners`: the
+        /// id using each filename) or another insert's of this decision: two ids never share a remote file.
+        mutating func rejectSharedFilenames(owners: [String: String]) {
+            var claimed = owners
+            var kept: [AttachmentRecord] = []
+            for record in inserts {
+                if let owner = claimed[record.filename], owner != record.id {
+                    let item = (try? WatchedAttachmentItem(id: record.id, filename: record.filename))
+                    let error = AttachmentError(
+                        code: .alreadyExists,
+                        message: "watched attachment \(String(reflecting: record.id)) names the file "
+                            + "\(String(reflecting: record.filename)), which is attachment "
+                            + "\(String(reflecting: owner))'s; two attachments cannot share a file",
+                        attachmentId: record.id, name: record.filename)
+                    if let item { rejected.append((item, error)) }
+                    continue
+                }
+                claimed[record.filename] = record.id
+                kept.append(record)
+            }
+            inserts = kept
         }
 
         static func == (lhs: Decision, rhs: Decision) -> Bool {
-            lhs.inserts == rhs.inserts && lhs.restores == rhs.restores && lhs.requeues == rhs.requeues
+            lhs.inserts == rhs.inserts && lhs.restores == rhs.restores && lhs.reuploads == rhs.reuploads
+                && lhs.clearedGiveUps == rhs.clearedGiveUps && lhs.requeues == rhs.requeues
                 && lhs.archives.map(\.id) == rhs.archives.map(\.id)
                 && lhs.archives.map(\.from) == rhs.archives.map(\.from)
                 && lhs.rejected.map(\.item) == rhs.rejected.map(\.item)
@@ -93,8 +124,11 @@ struct Reconciler: Sendable {
     ///
     /// - A new id becomes a record named by the item's filename, else `<id>.<ext>`, with its media type and
     ///   metadata: `queuedDownload` when the policy says eager, remote-only `synced` when on demand.
-    /// - An archived id that is watched again is restored: to `synced` when its file is still cached, else
-    ///   back to `queuedDownload` (eager) or remote-only `synced` (on demand).
+    /// - An archived id that is watched again is restored: to `synced` when its file is still cached and
+    ///   came from (or reached) remote storage, to `queuedUpload` when the cached file never did (the only
+    ///   copy), else back to `queuedDownload` (eager) or remote-only `synced` (on demand).
+    /// - An archived record whose transfer was given up stays as it is while watched (no retry loop); once
+    ///   no row refers to it, a given-up upload or download is forgotten (``Decision/clearedGiveUps``).
     /// - A `synced` or `queuedDownload` record whose id is no longer watched is archived. Records waiting
     ///   for upload or delete are left alone: their transfer must finish first.
     func reconcile(items: [WatchedAttachmentItem], records: [String: AttachmentRecord]) -> Decision {
@@ -112,23 +146,37 @@ struct Reconciler: Sendable {
                 }
                 continue
             }
-            guard record.state == .archived else { continue }
+            guard record.state == .archived, record.givenUp == nil else { continue }
             if record.localPath != nil {
-                decision.restores.append(record.id)
+                if record.hasSynced {
+                    decision.restores.append(record.id)
+                } else {
+                    decision.reuploads.append(record.id)
+                }
             } else {
                 var requeued = record
                 requeued.onDemand = policy.mode(for: item) == .onDemand
                 requeued.state = requeued.onDemand ? .synced : .queuedDownload
                 requeued.metaData = item.metaData ?? record.metaData
                 requeued.mediaType = item.mediaType ?? record.mediaType
+                if requeued.contentHash == nil, let hash = item.contentHash, FileStreaming.isSHA256(hash) {
+                    requeued.contentHash = hash.lowercased()
+                }
+                if requeued.size == nil, let size = item.size, size >= 0 { requeued.size = size }
                 decision.requeues.append(requeued)
             }
         }
-        let unwatched = records.values.filter {
-            !watched.contains($0.id) && ($0.state == .synced || $0.state == .queuedDownload)
-        }
-        for record in unwatched.sorted(by: { ($0.timestamp, $0.id) < ($1.timestamp, $1.id) }) {
-            decision.archives.append((record.id, record.state))
+        let unwatched = records.values.filter { !watched.contains($0.id) }
+            .sorted(by: { ($0.timestamp, $0.id) < ($1.timestamp, $1.id) })
+        for record in unwatched {
+            switch record.state {
+            case .synced, .queuedDownload:
+                decision.archives.append((record.id, record.state))
+            case .archived where record.givenUp == .queuedUpload || record.givenUp == .queuedDownload:
+                decision.clearedGiveUps.append(record.id)
+            default:
+                break
+            }
         }
         return decision
     }
@@ -138,6 +186,23 @@ struct Reconciler: Sendable {
     static func newRecord(for item: WatchedAttachmentItem, mode: DownloadPolicy.Mode) throws -> AttachmentRecord {
         let filename = item.resolvedFilename
         try FileName.validate(filename, kind: "filename", attachmentId: item.id)
+        if item.filename == nil, item.id.contains(".") {
+            // `<id>.<ext>` with a dotted id could be another id's name (`a.b` + `c`, `a` + `b.c`).
+            _ = try FileName.derivedFilename(id: item.id, fileExtension: item.fileExtension)
+        }
+        if let hash = item.contentHash, !FileStreaming.isSHA256(hash) {
+            throw AttachmentError(
+                code: .invalidWatchedItem,
+                message: "watched attachment \(String(reflecting: item.id)) has content hash "
+                    + "\(String(reflecting: hash)), which is not a SHA-256 in hex (64 hex digits)",
+                attachmentId: item.id, name: hash)
+        }
+        if let size = item.size, size < 0 {
+            throw AttachmentError(
+                code: .invalidWatchedItem,
+                message: "watched attachment \(String(reflecting: item.id)) has a negative size (\(size))",
+                attachmentId: item.id)
+        }
         let ext = try FileName.normalizedExtension(
             FileName.localExtension(fileExtension: item.fileExtension, filename: filename),
             attachmentId: item.id
@@ -150,7 +215,9 @@ struct Reconciler: Sendable {
             timestamp: 0,
             hasSynced: mode == .onDemand,
             mediaType: item.mediaType,
-            metaData: item.metaData
+            size: item.size,
+            metaData: item.metaData,
+            contentHash: item.contentHash?.lowercased()
         )
         record.onDemand = mode == .onDemand
         return record

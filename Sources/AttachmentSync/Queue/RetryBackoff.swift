@@ -27,7 +27,10 @@ public struct RetryBackoff: Sendable, Hashable, CustomStringConvertible {
     public func bound(afterAttempt attempt: Int) -> Duration {
         var bound = initialDelay
         var doublings = max(0, attempt - 1)
+        // Doubling past half the ceiling could overflow `Duration`; by then the ceiling is the answer.
         while doublings > 0 && bound < maximumDelay {
+            if bound <= .zero { return .zero }
+            if bound > maximumDelay / 2 { return maximumDelay }
             bound *= 2
             doublings -= 1
         }
@@ -38,8 +41,19 @@ public struct RetryBackoff: Sendable, Hashable, CustomStringConvertible {
     public func delay(afterAttempt attempt: Int, using generator: inout some RandomNumberGenerator) -> Duration {
         let bound = bound(afterAttempt: attempt)
         guard jitter else { return bound }
-        let milliseconds = max(0, Int64(bound / .milliseconds(1)))
-        return .milliseconds(Int64.random(in: 0...milliseconds, using: &generator))
+        let milliseconds = max(0, bound.clampedMilliseconds)
+        return .clampedMilliseconds(Int64.random(in: 0...milliseconds, using: &generator))
+    }
+
+    /// The wait after the `attempt`-th failure in a row when the server asked for `retryAfter`: at least
+    /// that long (it knows best when it will be back), but never longer than ``maximumDelay``, so an absurd
+    /// `Retry-After` (a year, a date far in the future) cannot park an attachment.
+    public func delay(
+        afterAttempt attempt: Int, retryAfter: Duration?, using generator: inout some RandomNumberGenerator
+    ) -> Duration {
+        let delay = delay(afterAttempt: attempt, using: &generator)
+        guard let retryAfter else { return delay }
+        return max(delay, min(retryAfter, maximumDelay))
     }
 
     /// A readable summary, for logs and errors.

@@ -1,35 +1,33 @@
 import Foundation
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
-
 /// Local storage on the device's file system, with atomic, durable writes.
 ///
-/// Every write goes to a temporary file in the target's folder, is flushed to disk (`fsync`), and is then
-/// renamed over the target, so a crash leaves either the old file or the complete new one. This is the
-/// queue's default ``LocalStorageAdapter``.
+/// Every write goes to a temporary file in the target's folder, is flushed to disk, and is then renamed
+/// over the target, after which the folder is flushed too; so once a call returns, the new file survives a
+/// crash or a power loss, and a crash before leaves either the old file or none, never a partial one. On
+/// Apple platforms flushing uses `F_FULLFSYNC`. This is the queue's default ``LocalStorageAdapter``.
 public struct FileManagerStorageAdapter: LocalStorageAdapter {
+    let files: any FileOperations
+
     /// Creates the adapter.
-    public init() {}
+    public init() {
+        self.files = SystemFileOperations()
+    }
+
+    init(files: any FileOperations) {
+        self.files = files
+    }
 
     /// Writes `data` to `filePath` atomically and durably, creating missing folders.
     public func saveFile(filePath: String, data: Data) async throws -> Int64 {
-        let target = URL(fileURLWithPath: filePath)
-        let folder = target.deletingLastPathComponent()
-        try fileSystem(path: folder.path) {
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        }
-        let temporary = folder.appendingPathComponent(FileName.uniqueTemporaryName())
+        let folder = (filePath as NSString).deletingLastPathComponent
+        try files.makeDirectory(atPath: folder)
+        let temporary = (folder as NSString).appendingPathComponent(FileName.uniqueTemporaryName())
         do {
-            try FileStreaming.writeDurably(data, to: temporary)
-            try Self.rename(from: temporary.path, to: target.path)
+            try files.writeDurably(data, toPath: temporary)
+            try files.moveDurably(temporary, to: filePath)
         } catch {
-            try? FileManager.default.removeItem(at: temporary)
+            try? files.removeFile(atPath: temporary)
             throw error
         }
         return Int64(data.count)
@@ -37,7 +35,7 @@ public struct FileManagerStorageAdapter: LocalStorageAdapter {
 
     /// Reads the whole file.
     public func readFile(filePath: String, mediaType: String?) async throws -> Data {
-        guard FileManager.default.fileExists(atPath: filePath) else {
+        guard files.infoFollowingLinks(atPath: filePath) != nil else {
             throw AttachmentError(code: .localFileNotFound, message: "no file at \(filePath)", path: filePath)
         }
         return try fileSystem(path: filePath) { try Data(contentsOf: URL(fileURLWithPath: filePath)) }
@@ -45,125 +43,62 @@ public struct FileManagerStorageAdapter: LocalStorageAdapter {
 
     /// Deletes the file; succeeds when it does not exist.
     public func deleteFile(filePath: String) async throws {
-        guard FileManager.default.fileExists(atPath: filePath) else { return }
-        try fileSystem(path: filePath) { try FileManager.default.removeItem(atPath: filePath) }
+        try files.removeFile(atPath: filePath)
     }
 
     /// Whether a file or folder exists at the path.
     public func fileExists(filePath: String) async throws -> Bool {
-        FileManager.default.fileExists(atPath: filePath)
+        files.infoFollowingLinks(atPath: filePath) != nil
     }
 
     /// The file's size in bytes, or `nil` when it does not exist.
     public func fileSize(filePath: String) async throws -> Int64? {
-        guard FileManager.default.fileExists(atPath: filePath) else { return nil }
-        let attributes = try fileSystem(path: filePath) { try FileManager.default.attributesOfItem(atPath: filePath) }
-        return (attributes[.size] as? NSNumber)?.int64Value
+        files.infoFollowingLinks(atPath: filePath)?.size
     }
 
     /// Creates the folder and missing parents.
     public func makeDir(path: String) async throws {
-        try fileSystem(path: path) {
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        }
+        try files.makeDirectory(atPath: path)
     }
 
     /// Deletes the folder and its contents; succeeds when it does not exist.
     public func rmDir(path: String) async throws {
-        guard FileManager.default.fileExists(atPath: path) else { return }
-        try fileSystem(path: path) { try FileManager.default.removeItem(atPath: path) }
+        try files.removeTree(atPath: path)
     }
 
-    /// Copies a file, replacing the target atomically.
+    /// Copies a file, replacing the target atomically and durably.
     public func copyFile(sourcePath: String, targetPath: String) async throws {
-        guard FileManager.default.fileExists(atPath: sourcePath) else {
+        guard files.infoFollowingLinks(atPath: sourcePath) != nil else {
             throw AttachmentError(code: .localFileNotFound, message: "no file at \(sourcePath)", path: sourcePath)
         }
-        let folder = URL(fileURLWithPath: targetPath).deletingLastPathComponent()
-        let temporary = folder.appendingPathComponent(FileName.uniqueTemporaryName())
+        let folder = (targetPath as NSString).deletingLastPathComponent
+        try files.makeDirectory(atPath: folder)
+        let temporary = (folder as NSString).appendingPathComponent(FileName.uniqueTemporaryName())
         do {
-            try fileSystem(path: targetPath) {
-                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-                try FileManager.default.copyItem(atPath: sourcePath, toPath: temporary.path)
-            }
-            try Self.synchronize(path: temporary.path)
-            try Self.rename(from: temporary.path, to: targetPath)
+            try await files.copy(from: sourcePath, to: temporary, hashing: false)
+            try files.moveDurably(temporary, to: targetPath)
         } catch {
-            try? FileManager.default.removeItem(at: temporary)
+            try? files.removeFile(atPath: temporary)
             throw error
         }
     }
 
-    /// Renames a file, replacing the target atomically.
+    /// Renames a file, replacing the target atomically, and flushes the target's folder.
     public func moveFile(sourcePath: String, targetPath: String) async throws {
-        guard FileManager.default.fileExists(atPath: sourcePath) else {
+        guard files.info(atPath: sourcePath) != nil else {
             throw AttachmentError(code: .localFileNotFound, message: "no file at \(sourcePath)", path: sourcePath)
         }
-        try Self.rename(from: sourcePath, to: targetPath)
+        try files.moveDurably(sourcePath, to: targetPath)
     }
 
     /// The names of the folder's entries, or an empty list when it does not exist.
     public func listDirectory(path: String) async throws -> [String] {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue else {
-            return []
-        }
-        return try fileSystem(path: path) { try FileManager.default.contentsOfDirectory(atPath: path) }
+        guard files.infoFollowingLinks(atPath: path)?.kind == .directory else { return [] }
+        return try files.contentsOfDirectory(atPath: path)
     }
 
     /// The file's URL: this adapter stores content as is.
     public func plainFileURL(filePath: String) -> URL? {
         URL(fileURLWithPath: filePath)
-    }
-
-    // MARK: - POSIX helpers
-
-    /// `rename(2)`: atomic, and replaces an existing target (FileManager's move refuses to).
-    static func rename(from source: String, to target: String) throws {
-        guard systemRename(source, target) == 0 else {
-            let code = errno
-            throw AttachmentError(
-                code: .fileSystem,
-                message: "cannot move \(source) to \(target): \(String(cString: strerror(code)))",
-                path: target,
-                underlying: POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO)
-            )
-        }
-    }
-
-    /// Flushes a file's contents to stable storage.
-    static func synchronize(path: String) throws {
-        let descriptor = open(path, O_RDONLY)
-        guard descriptor >= 0 else {
-            let code = errno
-            throw AttachmentError(
-                code: .fileSystem,
-                message: "cannot open \(path) to flush it: \(String(cString: strerror(code)))",
-                path: path
-            )
-        }
-        defer { close(descriptor) }
-        _ = fsync(descriptor)
-    }
-}
-
-/// The C library's `rename`, named apart from the adapter's own method.
-private func systemRename(_ source: String, _ target: String) -> Int32 {
-    rename(source, target)
-}
-
-/// Runs a file system operation, wrapping its error in ``AttachmentError`` with the path.
-func fileSystem<T>(path: String, _ body: () throws -> T) throws -> T {
-    do {
-        return try body()
-    } catch let error as AttachmentError {
-        throw error
-    } catch {
-        throw AttachmentError(
-            code: .fileSystem,
-            message: "file system operation on \(path) failed: \(error.localizedDescription)",
-            path: path,
-            underlying: error
-        )
     }
 }

@@ -45,13 +45,81 @@ enum FileName {
         return ext
     }
 
-    /// The name of an attachment's local file: `<id>.<ext>`, or `<id>` without an extension. Ids are unique,
-    /// so two attachments never share a local file, whatever their filenames.
+    /// The name of an attachment's local file: the id made safe for any file system
+    /// (``safeName(_:keepingDots:)``), then `.` and the extension when there is one. A lowercase UUID stays
+    /// as it is, so most files are named `<id>.<ext>`.
+    ///
+    /// The mapping is injective: the name starts with the safe form of the id, which has no `.`, so two
+    /// ids never share a local file, even on a file system that ignores case or Unicode normalisation
+    /// (APFS, HFS+) and whatever the extensions.
+    ///
+    /// - Throws: ``AttachmentError/Code-swift.struct/invalidName`` for an id or extension that cannot name
+    ///   a file (see ``validate(_:kind:attachmentId:)``), or a name over ``maximumLength`` bytes.
     static func localName(id: String, fileExtension: String?) throws -> String {
         try validate(id, kind: "attachment id", attachmentId: id)
-        let name = fileExtension.map { "\(id).\($0)" } ?? id
+        let stem = safeName(id, keepingDots: false)
+        let name = fileExtension.map { "\(stem).\($0)" } ?? stem
         try validate(name, kind: "local file name", attachmentId: id)
         return name
+    }
+
+    /// The name under which the remote file of an attachment saved on this device is stored, when the app
+    /// gives no filename: `<id>.<ext>`, or `<id>` without an extension, as the PowerSync helpers name it (so
+    /// another device's watch, which derives the same name from the id, finds it).
+    ///
+    /// - Throws: ``AttachmentError/Code-swift.struct/invalidName`` for an id with a `.`: then two ids could
+    ///   derive the same name (`a.b` with extension `c`, and `a` with extension `b.c`).
+    static func derivedFilename(id: String, fileExtension: String?) throws -> String {
+        try validate(id, kind: "attachment id", attachmentId: id)
+        guard !id.contains(".") else {
+            throw AttachmentError(
+                code: .invalidName,
+                message: "invalid attachment id \(String(reflecting: id)): an id whose file is named "
+                    + "<id>.<extension> cannot contain \".\" (two ids could then share a file); give the item a "
+                    + "filename, or use another id",
+                attachmentId: id, name: id)
+        }
+        let name = fileExtension.map { "\(id).\($0)" } ?? id
+        try validate(name, kind: "file name", attachmentId: id)
+        return name
+    }
+
+    /// `text` as a file name that no other text maps to, even on a file system that ignores case or
+    /// Unicode normalisation: ASCII lowercase letters, digits, `-` and `_` (and `.` when `keepingDots`) stay
+    /// as they are; an ASCII uppercase letter becomes `^` and the letter in lowercase; every other byte of
+    /// the UTF-8 form becomes `%` and two lowercase hex digits. The result is ASCII without uppercase, so no
+    /// case folding or normalisation can merge two of them.
+    ///
+    /// A result longer than 150 bytes keeps its first 80 bytes and ends with `~` and the SHA-256 of `text`
+    /// (`~` itself is always escaped, so such names never collide with the short ones).
+    static func safeName(_ text: String, keepingDots: Bool) -> String {
+        var escaped = ""
+        escaped.reserveCapacity(text.utf8.count)
+        let hexDigits = Array("0123456789abcdef")
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"),
+                UInt8(ascii: "_"):
+                escaped.unicodeScalars.append(Unicode.Scalar(byte))
+            case UInt8(ascii: ".") where keepingDots:
+                escaped.unicodeScalars.append(Unicode.Scalar(byte))
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"):
+                escaped.append("^")
+                escaped.unicodeScalars.append(Unicode.Scalar(byte + 32))
+            default:
+                escaped.append("%")
+                escaped.append(hexDigits[Int(byte >> 4)])
+                escaped.append(hexDigits[Int(byte & 0x0f)])
+            }
+        }
+        guard escaped.utf8.count > 150 else { return escaped }
+        // Cut at a character boundary of the escaped form (escapes are ASCII, so any byte boundary is one).
+        let head = String(escaped.utf8.prefix(80)) ?? ""
+        return head + "~" + sha256(of: text)
+    }
+
+    private static func sha256(of text: String) -> String {
+        FileStreaming.sha256(Data(text.utf8))
     }
 
     /// The extension an attachment's local file gets: the given one, else the filename's.
@@ -67,6 +135,10 @@ enum FileName {
     /// Where a download is written before it is moved into place.
     static func downloadingName(for localName: String) -> String { "\(temporaryPrefix)download-\(localName)" }
 
+    /// Where a remote adapter may keep what it needs to resume the partial download `partialName` (an HTTP
+    /// ETag, say); startup keeps it as long as the partial file.
+    static func resumeValidatorName(for partialName: String) -> String { "\(temporaryPrefix)etag-\(partialName)" }
+
     /// A unique temporary name for an atomic write.
     static func uniqueTemporaryName() -> String { "\(temporaryPrefix)tmp-\(UUID().uuidString)" }
 
@@ -77,4 +149,5 @@ enum FileName {
         let stem = name.split(separator: ".", maxSplits: 1).first.map(String.init) ?? name
         return stem.count == 36 && UUID(uuidString: stem) != nil
     }
+
 }

@@ -6,9 +6,9 @@ final class MonotonicTimestamps: Sendable {
     private let last = LockedValue<Int64>(0)
 
     func next() -> Int64 {
-        let now = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+        let now = clampedMilliseconds(Date())
         return last.withLock { last in
-            last = max(now, last + 1)
+            last = max(now, last.addingClamped(1))
             return last
         }
     }

@@ -119,14 +119,16 @@ struct DemoSnapshot: Sendable {
     /// The total size of the files in the folder.
     var bytesOnDisk: Int { files.values.reduce(0, +) }
 
-    /// The size of every regular file directly in `folder`, by name; empty when the folder does not exist.
+    /// The size of every regular file directly in `folder`, by name, leaving out the library's own hidden
+    /// files (temporary files, the SHA-256 kept beside each remote file); empty when the folder does not exist.
     ///
     /// The queues keep working while the demo looks: a file listed a moment ago (a download's temporary
     /// file, renamed into place meanwhile) may be gone by the time its size is read, and is then skipped.
     static func regularFiles(in folder: URL) throws -> [String: Int] {
         guard FileManager.default.fileExists(atPath: folder.path) else { return [:] }
         var files: [String: Int] = [:]
-        for name in try FileManager.default.contentsOfDirectory(atPath: folder.path) {
+        for name in try FileManager.default.contentsOfDirectory(atPath: folder.path)
+        where !name.hasPrefix(".attachment-sync-") {
             guard
                 let attributes = try? FileManager.default.attributesOfItem(
                     atPath: folder.appendingPathComponent(name).path),

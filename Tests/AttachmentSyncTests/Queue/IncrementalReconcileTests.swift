@@ -92,20 +92,30 @@ struct IncrementalReconcileTests {
         #expect(await remote.file(named: "\(orphan.id).jpg") == testBytes(10))
     }
 
-    @Test("a watched attachment archived by the error handler is queued again at the next emission")
-    func archivedByHandlerIsRequeued() async throws {
+    @Test("a watched download given up by the error handler stays given up across emissions until retried")
+    func givenUpDownloadWaitsForRetry() async throws {
         let device = try QueueHarness(watch: true, errorHandler: GiveUpOnDownloads())
         let remote = try device.memoryRemote
         try await device.queue.startSync()
         try await device.addChecklist("c1", photo: "p1")
-        // Not on the remote yet: the download fails and the handler archives it.
+        // Not on the remote yet: the download fails and the handler gives it up.
         try await device.waitForState("p1", .archived)
+        #expect(try await device.queue.attachment(id: "p1")?.givenUp == .queuedDownload)
 
+        // Emissions about other rows do not bring it back (no retry loop behind the handler's back).
         await remote.setFile(testBytes(64, seed: 3), named: "p1.jpg")
         await remote.setFile(testBytes(5), named: "p2.jpg")
         try await device.addChecklist("c2", photo: "p2")
+        try await device.waitForState("p2", .synced)
+        try await device.queue.syncNow()
+        #expect(try await device.state(of: "p1") == .archived)
+        #expect(await remote.downloadCount == 2, "p1 once, p2 once")
+
+        // The app asks: it is downloaded.
+        try await device.queue.retry(attachmentId: "p1")
         try await device.waitForState("p1", .synced)
         #expect(device.bytesOnDisk("p1.jpg") == testBytes(64, seed: 3))
+        #expect(try await device.queue.attachment(id: "p1")?.givenUp == nil)
     }
 
     @Test("clearQueue makes the next emission compare the whole table")
@@ -192,15 +202,21 @@ struct IncrementalReconcileTests {
 
     private func randomRecord(_ id: String, _ random: inout SplitMix64) -> AttachmentRecord {
         let state = AttachmentState(rawValue: Int(random.next(below: 5)))!
-        return AttachmentRecord(
+        var record = AttachmentRecord(
             id: id, filename: "\(id).jpg", state: state, timestamp: Int64(random.next(below: 1000)),
-            localPath: random.next(below: 2) == 0 ? "\(id).jpg" : nil)
+            hasSynced: random.next(below: 3) != 0, localPath: random.next(below: 2) == 0 ? "\(id).jpg" : nil)
+        if state == .archived, random.next(below: 4) == 0 {
+            record.givenUp = AttachmentState(rawValue: Int(random.next(below: 3)))
+        }
+        return record
     }
 
     /// Applies a decision as the queue's write transaction does.
     private func apply(_ decision: Reconciler.Decision, to records: inout [String: AttachmentRecord]) {
         for record in decision.inserts { records[record.id] = record }
         for id in decision.restores { records[id]?.state = .synced }
+        for id in decision.reuploads { records[id]?.state = .queuedUpload }
+        for id in decision.clearedGiveUps { records[id]?.givenUp = nil }
         for record in decision.requeues { records[record.id] = record }
         for archive in decision.archives { records[archive.id]?.state = .archived }
     }

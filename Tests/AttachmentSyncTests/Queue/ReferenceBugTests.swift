@@ -90,10 +90,12 @@ struct ReferenceBugTests {
 
 @Suite("Reconciler and scheduler (pure, .cleansUp)")
 struct DeciderTests {
-    func record(_ id: String, _ state: AttachmentState, local: Bool = true, at timestamp: Int64 = 1) -> AttachmentRecord
-    {
+    func record(
+        _ id: String, _ state: AttachmentState, local: Bool = true, hasSynced: Bool = false, at timestamp: Int64 = 1
+    ) -> AttachmentRecord {
         AttachmentRecord(
-            id: id, filename: "\(id).jpg", state: state, timestamp: timestamp, localPath: local ? "\(id).jpg" : nil)
+            id: id, filename: "\(id).jpg", state: state, timestamp: timestamp, hasSynced: hasSynced,
+            localPath: local ? "\(id).jpg" : nil)
     }
 
     @Test("new ids are inserted, unwatched synced and queued downloads archived, uploads and deletes left alone")
@@ -103,17 +105,20 @@ struct DeciderTests {
             "download-gone": record("download-gone", .queuedDownload, local: false),
             "upload-gone": record("upload-gone", .queuedUpload),
             "delete-gone": record("delete-gone", .queuedDelete, local: false),
-            "archived-cached": record("archived-cached", .archived),
+            "archived-cached": record("archived-cached", .archived, hasSynced: true),
+            "archived-local-only": record("archived-local-only", .archived),
             "archived-evicted": record("archived-evicted", .archived, local: false),
             "kept": record("kept", .synced),
         ]
-        let items = try ["new", "archived-cached", "archived-evicted", "kept", "new"].map {
+        let items = try ["new", "archived-cached", "archived-local-only", "archived-evicted", "kept", "new"].map {
             try WatchedAttachmentItem(id: $0, fileExtension: "jpg")
         }
         let decision = Reconciler(policy: .eager).reconcile(items: items, records: records)
         #expect(decision.inserts.map(\.id) == ["new"])
         #expect(decision.inserts.first?.state == .queuedDownload)
         #expect(decision.restores == ["archived-cached"])
+        // Cached content that never reached remote storage (an upload given up) is uploaded, never "synced".
+        #expect(decision.reuploads == ["archived-local-only"])
         #expect(decision.requeues.map(\.id) == ["archived-evicted"])
         #expect(Set(decision.archives.map(\.id)) == ["synced-gone", "download-gone"])
 
@@ -126,6 +131,7 @@ struct DeciderTests {
         #expect(onDemand.requeues.map(\.id) == ["archived-evicted"])
         #expect(onDemand.requeues.first?.state == .synced)
         #expect(onDemand.restores == ["archived-cached"])
+        #expect(onDemand.reuploads == ["archived-local-only"])
     }
 
     @Test("bad names are rejected with the reason, not inserted")

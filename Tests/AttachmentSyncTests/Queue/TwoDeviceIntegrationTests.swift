@@ -69,7 +69,11 @@ struct TwoDeviceIntegrationTests {
         try await deviceB.waitForState(deletedPhoto, .archived)
         #expect(deviceB.bytesOnDisk("\(deletedPhoto).jpg") == photos[deletedPhoto], "B keeps its copy as cache")
         #expect(try await deviceB.queue.attachments(in: .synced).count == photos.count - 1)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: shared.path("remote")).count == photos.count - 1)
+        let remoteFiles = try FileManager.default.contentsOfDirectory(atPath: shared.path("remote"))
+        #expect(remoteFiles.filter { !$0.hasPrefix(".") }.count == photos.count - 1)
+        #expect(
+            remoteFiles.filter { $0.hasPrefix(".attachment-sync-sha256-") }.count == photos.count - 1,
+            "each remote file keeps its SHA-256 beside it, and the deleted one's went with it")
     }
 
     @Test("a queue reopened on the same files resumes: pending uploads finish after a restart")

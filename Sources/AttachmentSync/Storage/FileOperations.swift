@@ -1,0 +1,262 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The file system calls the library makes on this device, behind one seam.
+///
+/// Every durable effect of the queue on local files (creating, writing, flushing, renaming, linking,
+/// removing) goes through one of these methods, so the rules live in one place: writes are flushed with
+/// ``SystemFileOperations/flush(descriptor:path:)`` (`F_FULLFSYNC` on Apple platforms), a rename or link is
+/// followed by a flush of its folder, and a failed flush is an error. Tests substitute an implementation
+/// that stops every effect at a chosen call, which is what a crash at that moment leaves on disk.
+protocol FileOperations: Sendable {
+    /// What `path` names, without following a final symbolic link; `nil` when nothing is there.
+    func info(atPath path: String) -> FileInfo?
+    /// What `path` names after following symbolic links; `nil` when nothing (or a dangling link) is there.
+    func infoFollowingLinks(atPath path: String) -> FileInfo?
+    /// The names in a folder, hidden ones included.
+    func contentsOfDirectory(atPath path: String) throws -> [String]
+    /// Opens a file for reading (following symbolic links).
+    func openForReading(atPath path: String) throws -> FileHandle
+    /// Opens a file for writing: created or truncated when `offset` is `nil`; otherwise it must exist with at
+    /// least `offset` bytes, is cut to `offset` and written from there.
+    func openForWriting(atPath path: String, at offset: Int64?) throws -> any FileWriter
+    /// `rename(2)`: atomic, replacing an existing target.
+    func rename(_ source: String, to target: String) throws
+    /// `link(2)`: a second name for the same file; fails when the target exists or the two are on different
+    /// volumes (``AttachmentError/underlying`` is then a `POSIXError` with `EEXIST` or `EXDEV`).
+    func link(_ source: String, to target: String) throws
+    /// Removes a file (or a symbolic link, not what it points to). Succeeds when nothing is there.
+    func removeFile(atPath path: String) throws
+    /// Removes a folder and everything in it. Succeeds when nothing is there.
+    func removeTree(atPath path: String) throws
+    /// Creates a folder and its missing parents. Succeeds when it exists.
+    func makeDirectory(atPath path: String) throws
+    /// Flushes a file's content to stable storage.
+    func synchronizeFile(atPath path: String) throws
+    /// Flushes a folder's entries (names created, renamed or removed in it) to stable storage.
+    func synchronizeDirectory(atPath path: String) throws
+}
+
+/// A file open for writing.
+protocol FileWriter: AnyObject {
+    /// Appends `data` at the current position.
+    func write(_ data: Data) throws
+    /// Flushes what was written to stable storage.
+    func synchronize() throws
+    /// Closes the file. Closing twice is harmless.
+    func close()
+}
+
+/// What a path names.
+struct FileInfo: Sendable, Hashable {
+    enum Kind: Sendable, Hashable {
+        case regular, directory, symbolicLink, other
+    }
+
+    var kind: Kind
+    var size: Int64
+    /// The volume and file number: two names with the same identity are one file (hard links).
+    var identity: FileIdentity
+}
+
+/// A file's volume and number (`st_dev`, `st_ino`).
+struct FileIdentity: Sendable, Hashable {
+    var device: UInt64
+    var inode: UInt64
+}
+
+/// ``FileOperations`` on the real file system, with POSIX calls.
+struct SystemFileOperations: FileOperations {
+    func info(atPath path: String) -> FileInfo? {
+        var status = stat()
+        guard lstat(path, &status) == 0 else { return nil }
+        return Self.info(status)
+    }
+
+    func infoFollowingLinks(atPath path: String) -> FileInfo? {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return nil }
+        return Self.info(status)
+    }
+
+    private static func info(_ status: stat) -> FileInfo {
+        let type = Int(status.st_mode) & Int(S_IFMT)
+        let kind: FileInfo.Kind =
+            switch type {
+            case Int(S_IFREG): .regular
+            case Int(S_IFDIR): .directory
+            case Int(S_IFLNK): .symbolicLink
+            default: .other
+            }
+        return FileInfo(
+            kind: kind, size: Int64(status.st_size),
+            identity: FileIdentity(
+                device: UInt64(truncatingIfNeeded: status.st_dev), inode: UInt64(truncatingIfNeeded: status.st_ino)))
+    }
+
+    func contentsOfDirectory(atPath path: String) throws -> [String] {
+        try fileSystem(path: path) { try FileManager.default.contentsOfDirectory(atPath: path) }
+    }
+
+    func openForReading(atPath path: String) throws -> FileHandle {
+        guard infoFollowingLinks(atPath: path) != nil else {
+            throw AttachmentError(code: .localFileNotFound, message: "no file at \(path)", path: path)
+        }
+        return try fileSystem(path: path) { try FileHandle(forReadingFrom: URL(fileURLWithPath: path)) }
+    }
+
+    func openForWriting(atPath path: String, at offset: Int64?) throws -> any FileWriter {
+        guard let offset, offset > 0 else {
+            let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            guard descriptor >= 0 else { throw Self.error(errno, "cannot create", path) }
+            return DescriptorWriter(descriptor: descriptor, path: path)
+        }
+        let descriptor = open(path, O_WRONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw Self.error(errno, "cannot open", path) }
+        let writer = DescriptorWriter(descriptor: descriptor, path: path)
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else {
+            writer.close()
+            throw Self.error(errno, "cannot read the size of", path)
+        }
+        guard Int64(status.st_size) >= offset else {
+            writer.close()
+            throw AttachmentError(
+                code: .fileSystem,
+                message: "cannot continue \(path) at byte \(offset): it holds only \(status.st_size) bytes",
+                path: path)
+        }
+        guard ftruncate(descriptor, off_t(offset)) == 0, lseek(descriptor, off_t(offset), SEEK_SET) >= 0 else {
+            writer.close()
+            throw Self.error(errno, "cannot position", path)
+        }
+        return writer
+    }
+
+    func rename(_ source: String, to target: String) throws {
+        guard systemRename(source, target) == 0 else {
+            throw Self.error(errno, "cannot move \(source) to", target)
+        }
+    }
+
+    func link(_ source: String, to target: String) throws {
+        guard systemLink(source, target) == 0 else {
+            throw Self.error(errno, "cannot link \(source) as", target)
+        }
+    }
+
+    func removeFile(atPath path: String) throws {
+        guard unlink(path) == 0 else {
+            let code = errno
+            if code == ENOENT { return }
+            throw Self.error(code, "cannot remove", path)
+        }
+    }
+
+    func removeTree(atPath path: String) throws {
+        guard info(atPath: path) != nil else { return }
+        try fileSystem(path: path) { try FileManager.default.removeItem(atPath: path) }
+    }
+
+    func makeDirectory(atPath path: String) throws {
+        if infoFollowingLinks(atPath: path)?.kind == .directory { return }
+        try fileSystem(path: path) {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        }
+    }
+
+    func synchronizeFile(atPath path: String) throws {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw Self.error(errno, "cannot open to flush", path) }
+        defer { _ = systemClose(descriptor) }
+        try Self.flush(descriptor: descriptor, path: path)
+    }
+
+    func synchronizeDirectory(atPath path: String) throws {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw Self.error(errno, "cannot open the folder to flush", path) }
+        defer { _ = systemClose(descriptor) }
+        try Self.flush(descriptor: descriptor, path: path)
+    }
+
+    /// Flushes an open file or folder to stable storage; a failure is an error (the data may not be on disk).
+    ///
+    /// On Apple platforms `fsync` only hands the data to the drive, which may keep it in a volatile cache;
+    /// `F_FULLFSYNC` asks the drive to write it out, as SQLite does with `PRAGMA fullfsync`. Where the file
+    /// system does not support it (some network volumes), plain `fsync` is used.
+    static func flush(descriptor: Int32, path: String) throws {
+        #if canImport(Darwin)
+            if fcntl(descriptor, F_FULLFSYNC) == 0 { return }
+        #endif
+        guard fsync(descriptor) == 0 else {
+            let code = errno
+            // Some file systems cannot flush a folder; that is no reason to fail.
+            if code == EINVAL || code == ENOTSUP { return }
+            throw error(code, "cannot flush", path)
+        }
+    }
+
+    static func error(_ code: Int32, _ what: String, _ path: String) -> AttachmentError {
+        AttachmentError(
+            code: code == ENOENT ? .localFileNotFound : .fileSystem,
+            message: "\(what) \(path): \(String(cString: strerror(code)))",
+            path: path,
+            underlying: POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO)
+        )
+    }
+}
+
+/// A file descriptor open for writing.
+final class DescriptorWriter: FileWriter {
+    private var descriptor: Int32
+    private let path: String
+
+    init(descriptor: Int32, path: String) {
+        self.descriptor = descriptor
+        self.path = path
+    }
+
+    deinit { close() }
+
+    func write(_ data: Data) throws {
+        try data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) in
+            guard var pointer = buffer.baseAddress else { return }
+            var remaining = buffer.count
+            while remaining > 0 {
+                let written = systemWrite(descriptor, pointer, remaining)
+                if written < 0 {
+                    let code = errno
+                    if code == EINTR { continue }
+                    throw SystemFileOperations.error(code, "cannot write", path)
+                }
+                remaining -= written
+                pointer += written
+            }
+        }
+    }
+
+    func synchronize() throws {
+        try SystemFileOperations.flush(descriptor: descriptor, path: path)
+    }
+
+    func close() {
+        guard descriptor >= 0 else { return }
+        _ = systemClose(descriptor)
+        descriptor = -1
+    }
+}
+
+/// The C library's functions, named apart from methods of the same name.
+private func systemRename(_ source: String, _ target: String) -> Int32 { rename(source, target) }
+private func systemLink(_ source: String, _ target: String) -> Int32 { link(source, target) }
+private func systemClose(_ descriptor: Int32) -> Int32 { close(descriptor) }
+private func systemWrite(_ descriptor: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
+    write(descriptor, buffer, count)
+}
