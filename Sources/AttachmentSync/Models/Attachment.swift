@@ -37,9 +37,9 @@ public struct Attachment: Sendable, Hashable, Identifiable {
     /// ``AttachmentState/queuedDownload`` or ``AttachmentState/queuedDelete``), or `nil`.
     ///
     /// A transfer is given up after ``AttachmentQueue/Configuration/maxAttempts`` failures, or when the
-    /// ``SyncErrorHandler`` says so; the record is then ``AttachmentState/archived`` and stays so, however
-    /// the app's rows change, until ``AttachmentQueue/retry(attachmentId:)`` queues it again (or no row
-    /// refers to it any more). A given-up upload keeps its local file: see ``isLocalOnly``.
+    /// ``SyncErrorHandler`` says so; the record is then ``AttachmentState/archived`` and stays so until
+    /// ``AttachmentQueue/retry(attachmentId:)`` (or ``AttachmentQueue/retryAll()``) queues it again, or a row
+    /// refers to it anew after none did. A given-up upload keeps its local file: see ``isLocalOnly``.
     public let givenUp: AttachmentState?
 
     /// Whether the content is on this device and has never reached remote storage: the local file is the

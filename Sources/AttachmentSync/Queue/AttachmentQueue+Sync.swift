@@ -129,11 +129,13 @@ extension AttachmentQueue {
                     }
                 var decision = reconciler.reconcile(
                     items: scopedItems,
-                    records: Dictionary(records.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+                    records: Dictionary(records.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first }),
+                    // Asked only of given-up records (few): a linear look at the previous emission is fine.
+                    previouslyWatched: previous.map { previous in { id in previous.contains(id) } }
                 )
                 if !decision.inserts.isEmpty {
                     decision.rejectSharedFilenames(
-                        owners: try store.owners(ofFilenames: Set(decision.inserts.map(\.filename)), in: tx))
+                        owners: try store.owners(ofFilenames: decision.inserts.map(\.filename), in: tx))
                 }
                 if let changedSince {
                     let recent = Set(records.filter { $0.timestamp >= changedSince }.map(\.id))
@@ -159,15 +161,12 @@ extension AttachmentQueue {
                     for id in decision.reuploads {
                         try store.transition(
                             id: id, from: .archived, to: .queuedUpload, timestamp: timestamps.next(),
-                            set: AttachmentQueue.retryStateCleared, in: tx)
-                    }
-                    for id in decision.clearedGiveUps {
-                        try store.update(id: id, ifState: .archived, set: [("given_up", nil)], in: tx)
+                            set: AttachmentQueue.retryStateCleared + [("given_up", nil)], in: tx)
                     }
                     for record in decision.requeues {
                         try store.transition(
                             id: record.id, from: .archived, to: record.state, timestamp: timestamps.next(),
-                            set: [
+                            set: AttachmentQueue.retryStateCleared + [("given_up", nil)] + [
                                 ("media_type", record.mediaType), ("meta_data", record.metaData),
                                 ("on_demand", record.onDemand), ("content_hash", record.contentHash),
                                 ("size", record.size),

@@ -94,12 +94,19 @@ struct AttachmentRecord: Sendable, Hashable {
         givenUp = try cursor.getIntOptional(name: "given_up").flatMap(AttachmentState.init(rawValue:))
     }
 
-    /// The name of the local file a download of this record writes: `<id>.<ext>`, the extension taken
-    /// from the filename.
+    /// The name of this record's local file (the one `saveFile` gave it, or a download writes): the id
+    /// made safe, then the extension: everything after `<id>.` when the filename is derived from the id
+    /// (`<id>.tar.gz` gives `tar.gz`), else the filename's last extension. Startup relies on it to recognise
+    /// the file of a record that no longer claims one.
     func localName() throws -> String {
-        let ext = try FileName.normalizedExtension(
-            FileName.localExtension(fileExtension: nil, filename: filename), attachmentId: id)
-        return try FileName.localName(id: id, fileExtension: ext)
+        let derivedPrefix = id + "."
+        let ext: String?
+        if filename.utf8.starts(with: derivedPrefix.utf8), filename.utf8.count > derivedPrefix.utf8.count {
+            ext = String(decoding: filename.utf8.dropFirst(derivedPrefix.utf8.count), as: UTF8.self)
+        } else {
+            ext = FileName.localExtension(fileExtension: nil, filename: filename)
+        }
+        return try FileName.localName(id: id, fileExtension: FileName.normalizedExtension(ext, attachmentId: id))
     }
 
     /// The public value, with the local path resolved against `directory`.

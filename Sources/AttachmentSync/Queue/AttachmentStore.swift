@@ -168,20 +168,18 @@ struct AttachmentStore: Sendable {
         return owners
     }
 
-    /// The id of the record that uses each of `filenames` as its remote file, read in batches.
-    func owners(ofFilenames filenames: Set<String>, in tx: SqlTransaction) throws -> [String: String] {
-        var owners: [String: String] = [:]
-        let names = Array(filenames)
-        for start in stride(from: 0, to: names.count, by: 500) {
-            let batch = names[start..<min(start + 500, names.count)]
+    /// The records that use one of `filenames` as their remote file, as (filename, id) pairs, read in
+    /// batches. (A pair list rather than a dictionary: filenames that differ only in their Unicode form are
+    /// distinct in SQLite but one key in a Swift dictionary.)
+    func owners(ofFilenames filenames: [String], in tx: SqlTransaction) throws -> [(filename: String, id: String)] {
+        var owners: [(filename: String, id: String)] = []
+        for start in stride(from: 0, to: filenames.count, by: 500) {
+            let batch = filenames[start..<min(start + 500, filenames.count)]
             let placeholders = Array(repeating: "?", count: batch.count).joined(separator: ", ")
-            for (filename, id) in try tx.getAll(
+            owners += try tx.getAll(
                 sql: "SELECT filename, id FROM \(table) WHERE filename IN (\(placeholders))",
                 parameters: batch.map { $0 as (any SqlValueConvertible)? },
-                mapper: { (try $0.getString(name: "filename"), try $0.getString(name: "id")) })
-            {
-                owners[filename] = id
-            }
+                mapper: { (filename: try $0.getString(name: "filename"), id: try $0.getString(name: "id")) })
         }
         return owners
     }

@@ -10,12 +10,9 @@ struct Reconciler: Sendable {
         var inserts: [AttachmentRecord] = []
         /// Archived records whose local file is still cached: back to `synced`, no download.
         var restores: [String] = []
-        /// Archived records whose local file never reached remote storage (an upload given up before the
-        /// rows let go of it): back to `queuedUpload`, never to `synced`.
+        /// Archived records whose local file never reached remote storage (an upload given up, or archived
+        /// before it finished): back to `queuedUpload`, never to `synced`.
         var reuploads: [String] = []
-        /// Archived records of a given-up upload or download that no row refers to any more: the give-up is
-        /// forgotten, so a row referring to them again starts afresh.
-        var clearedGiveUps: [String] = []
         /// Archived records without a local file, with the item's metadata: back to `queuedDownload`
         /// (eager) or to remote-only `synced` (on demand), as each record's state says.
         var requeues: [AttachmentRecord] = []
@@ -25,17 +22,19 @@ struct Reconciler: Sendable {
         var rejected: [(item: WatchedAttachmentItem, error: AttachmentError)] = []
 
         var isEmpty: Bool {
-            inserts.isEmpty && restores.isEmpty && reuploads.isEmpty && clearedGiveUps.isEmpty && requeues.isEmpty
-                && archives.isEmpty
+            inserts.isEmpty && restores.isEmpty && reuploads.isEmpty && requeues.isEmpty && archives.isEmpty
         }
 
         /// Moves to ``rejected`` every insert whose remote file is already another attachment's (`owners`: the
-        /// id using each filename) or another insert's of this decision: two ids never share a remote file.
-        mutating func rejectSharedFilenames(owners: [String: String]) {
-            var claimed = owners
+        /// records using those filenames) or another insert's of this decision: two ids never share a remote
+        /// file.
+        mutating func rejectSharedFilenames(owners: [(filename: String, id: String)]) {
+            // Keyed by the bytes, as SQLite compares them (Swift would merge canonically equivalent names).
+            var claimed = Dictionary(
+                owners.map { (Array($0.filename.utf8), $0.id) }, uniquingKeysWith: { first, _ in first })
             var kept: [AttachmentRecord] = []
             for record in inserts {
-                if let owner = claimed[record.filename], owner != record.id {
+                if let owner = claimed[Array(record.filename.utf8)], !owner.utf8.elementsEqual(record.id.utf8) {
                     let item = (try? WatchedAttachmentItem(id: record.id, filename: record.filename))
                     let error = AttachmentError(
                         code: .alreadyExists,
@@ -46,7 +45,7 @@ struct Reconciler: Sendable {
                     if let item { rejected.append((item, error)) }
                     continue
                 }
-                claimed[record.filename] = record.id
+                claimed[Array(record.filename.utf8)] = record.id
                 kept.append(record)
             }
             inserts = kept
@@ -54,7 +53,7 @@ struct Reconciler: Sendable {
 
         static func == (lhs: Decision, rhs: Decision) -> Bool {
             lhs.inserts == rhs.inserts && lhs.restores == rhs.restores && lhs.reuploads == rhs.reuploads
-                && lhs.clearedGiveUps == rhs.clearedGiveUps && lhs.requeues == rhs.requeues
+                && lhs.requeues == rhs.requeues
                 && lhs.archives.map(\.id) == rhs.archives.map(\.id)
                 && lhs.archives.map(\.from) == rhs.archives.map(\.from)
                 && lhs.rejected.map(\.item) == rhs.rejected.map(\.item)
@@ -127,14 +126,29 @@ struct Reconciler: Sendable {
     /// - An archived id that is watched again is restored: to `synced` when its file is still cached and
     ///   came from (or reached) remote storage, to `queuedUpload` when the cached file never did (the only
     ///   copy), else back to `queuedDownload` (eager) or remote-only `synced` (on demand).
-    /// - An archived record whose transfer was given up stays as it is while watched (no retry loop); once
-    ///   no row refers to it, a given-up upload or download is forgotten (``Decision/clearedGiveUps``).
+    /// - An archived record whose transfer was given up stays as it is (no retry loop behind the error
+    ///   handler's back), unless a row refers to it anew: it was not in the previous emission
+    ///   (`previouslyWatched` says so; when it is `nil`, nothing is known and the record stays). Then it is
+    ///   queued again like any archived record, its give-up forgotten.
     /// - A `synced` or `queuedDownload` record whose id is no longer watched is archived. Records waiting
     ///   for upload or delete are left alone: their transfer must finish first.
-    func reconcile(items: [WatchedAttachmentItem], records: [String: AttachmentRecord]) -> Decision {
+    func reconcile(
+        items: [WatchedAttachmentItem], records: [String: AttachmentRecord],
+        previouslyWatched: ((String) -> Bool)? = nil
+    ) -> Decision {
         var decision = Decision()
         var watched: Set<String> = []
-        for item in items where watched.insert(item.id).inserted {
+        for item in items {
+            // Before the set: an id in another Unicode form would be merged with its NFC twin in it.
+            do {
+                try FileName.validateNormalization(item.id)
+            } catch let error as AttachmentError {
+                decision.rejected.append((item, error))
+                continue
+            } catch {
+                continue
+            }
+            guard watched.insert(item.id).inserted else { continue }
             guard let record = records[item.id] else {
                 do {
                     decision.inserts.append(try Self.newRecord(for: item, mode: policy.mode(for: item)))
@@ -146,7 +160,8 @@ struct Reconciler: Sendable {
                 }
                 continue
             }
-            guard record.state == .archived, record.givenUp == nil else { continue }
+            guard record.state == .archived else { continue }
+            if record.givenUp != nil, previouslyWatched?(record.id) ?? true { continue }
             if record.localPath != nil {
                 if record.hasSynced {
                     decision.restores.append(record.id)
@@ -155,6 +170,7 @@ struct Reconciler: Sendable {
                 }
             } else {
                 var requeued = record
+                requeued.givenUp = nil
                 requeued.onDemand = policy.mode(for: item) == .onDemand
                 requeued.state = requeued.onDemand ? .synced : .queuedDownload
                 requeued.metaData = item.metaData ?? record.metaData
@@ -166,17 +182,11 @@ struct Reconciler: Sendable {
                 decision.requeues.append(requeued)
             }
         }
-        let unwatched = records.values.filter { !watched.contains($0.id) }
-            .sorted(by: { ($0.timestamp, $0.id) < ($1.timestamp, $1.id) })
-        for record in unwatched {
-            switch record.state {
-            case .synced, .queuedDownload:
-                decision.archives.append((record.id, record.state))
-            case .archived where record.givenUp == .queuedUpload || record.givenUp == .queuedDownload:
-                decision.clearedGiveUps.append(record.id)
-            default:
-                break
-            }
+        let unwatched = records.values.filter {
+            !watched.contains($0.id) && ($0.state == .synced || $0.state == .queuedDownload)
+        }
+        for record in unwatched.sorted(by: { ($0.timestamp, $0.id) < ($1.timestamp, $1.id) }) {
+            decision.archives.append((record.id, record.state))
         }
         return decision
     }
@@ -203,11 +213,6 @@ struct Reconciler: Sendable {
                 message: "watched attachment \(String(reflecting: item.id)) has a negative size (\(size))",
                 attachmentId: item.id)
         }
-        let ext = try FileName.normalizedExtension(
-            FileName.localExtension(fileExtension: item.fileExtension, filename: filename),
-            attachmentId: item.id
-        )
-        _ = try FileName.localName(id: item.id, fileExtension: ext)
         var record = AttachmentRecord(
             id: item.id,
             filename: filename,
@@ -220,6 +225,8 @@ struct Reconciler: Sendable {
             contentHash: item.contentHash?.lowercased()
         )
         record.onDemand = mode == .onDemand
+        // The local file's name must be valid too (it is what a download will write).
+        _ = try record.localName()
         return record
     }
 }

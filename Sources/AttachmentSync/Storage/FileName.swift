@@ -36,6 +36,32 @@ enum FileName {
         }
     }
 
+    /// Throws ``AttachmentError/Code-swift.struct/invalidName`` unless `id` can name a file (see
+    /// ``validate(_:kind:attachmentId:)``) and is in Unicode Normalization Form C.
+    ///
+    /// Swift compares strings by canonical equivalence (`"caf\u{E9}" == "cafe\u{301}"`) and SQLite by
+    /// their bytes, so two ids that differ only in their Unicode form would be one attachment to the queue
+    /// and two to the table. Requiring NFC (what keyboards and most systems produce) makes the two agree.
+    static func validateId(_ id: String) throws {
+        try validate(id, kind: "attachment id", attachmentId: id)
+        try validateNormalization(id)
+    }
+
+    /// Throws ``AttachmentError/Code-swift.struct/invalidName`` unless `id` is in Unicode NFC (see
+    /// ``validateId(_:)``). ASCII is always NFC, so the common case costs a scan of the bytes.
+    static func validateNormalization(_ id: String) throws {
+        if id.utf8.allSatisfy({ $0 < 0x80 }) { return }
+        let normalized = id.precomposedStringWithCanonicalMapping
+        guard id.unicodeScalars.elementsEqual(normalized.unicodeScalars) else {
+            throw AttachmentError(
+                code: .invalidName,
+                message: "invalid attachment id \(String(reflecting: id)): it is not in Unicode Normalization Form C "
+                    + "(NFC is \(String(reflecting: normalized))); ids that differ only in their Unicode form would "
+                    + "be one attachment in Swift and two in SQLite",
+                attachmentId: id, name: id)
+        }
+    }
+
     /// `fileExtension` without a leading dot, validated; `nil` when it is `nil` or empty.
     static func normalizedExtension(_ fileExtension: String?, attachmentId: String?) throws -> String? {
         guard var ext = fileExtension else { return nil }
@@ -56,7 +82,7 @@ enum FileName {
     /// - Throws: ``AttachmentError/Code-swift.struct/invalidName`` for an id or extension that cannot name
     ///   a file (see ``validate(_:kind:attachmentId:)``), or a name over ``maximumLength`` bytes.
     static func localName(id: String, fileExtension: String?) throws -> String {
-        try validate(id, kind: "attachment id", attachmentId: id)
+        try validateId(id)
         let stem = safeName(id, keepingDots: false)
         let name = fileExtension.map { "\(stem).\($0)" } ?? stem
         try validate(name, kind: "local file name", attachmentId: id)
@@ -70,7 +96,7 @@ enum FileName {
     /// - Throws: ``AttachmentError/Code-swift.struct/invalidName`` for an id with a `.`: then two ids could
     ///   derive the same name (`a.b` with extension `c`, and `a` with extension `b.c`).
     static func derivedFilename(id: String, fileExtension: String?) throws -> String {
-        try validate(id, kind: "attachment id", attachmentId: id)
+        try validateId(id)
         guard !id.contains(".") else {
             throw AttachmentError(
                 code: .invalidName,

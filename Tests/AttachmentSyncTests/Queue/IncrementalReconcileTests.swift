@@ -53,7 +53,8 @@ struct IncrementalReconcileTests {
             }
             let current = randomWatch(universe, &random, startingFrom: previous)
 
-            let whole = reconciler.reconcile(items: try items(current), records: records)
+            let wasWatched: (String) -> Bool = { previous.contains($0) }
+            let whole = reconciler.reconcile(items: try items(current), records: records, previouslyWatched: wasWatched)
             // Half the time by the exact set difference, as for reordered rows.
             let scope = Reconciler.Scope(
                 previous: previous, current: current, changed: changed,
@@ -63,7 +64,8 @@ struct IncrementalReconcileTests {
                 return
             }
             let scoped = reconciler.reconcile(
-                items: scope.items(of: try items(current)), records: records.filter { ids.contains($0.key) })
+                items: scope.items(of: try items(current)), records: records.filter { ids.contains($0.key) },
+                previouslyWatched: wasWatched)
             #expect(scoped == whole, "history \(history)")
         }
     }
@@ -215,9 +217,14 @@ struct IncrementalReconcileTests {
     private func apply(_ decision: Reconciler.Decision, to records: inout [String: AttachmentRecord]) {
         for record in decision.inserts { records[record.id] = record }
         for id in decision.restores { records[id]?.state = .synced }
-        for id in decision.reuploads { records[id]?.state = .queuedUpload }
-        for id in decision.clearedGiveUps { records[id]?.givenUp = nil }
-        for record in decision.requeues { records[record.id] = record }
+        for id in decision.reuploads {
+            records[id]?.state = .queuedUpload
+            records[id]?.givenUp = nil
+        }
+        for record in decision.requeues {
+            records[record.id] = record
+            records[record.id]?.givenUp = nil
+        }
         for archive in decision.archives { records[archive.id]?.state = .archived }
     }
 }

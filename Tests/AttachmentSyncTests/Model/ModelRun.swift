@@ -1,0 +1,578 @@
+import AttachmentSyncTesting
+import Foundation
+import GRDB
+
+@testable import AttachmentSync
+
+/// Runs one ``ModelHistory`` on a real SQLite file and real folders, with simulated crashes and a faulty
+/// remote, and checks the invariants after every step. Its result is the list of violations (empty: the
+/// history kept every promise).
+///
+/// The invariants, all here:
+/// 1. No loss: every committed attachment the app saved and did not delete has its bytes in its local file
+///    or in the remote object.
+/// 2. No wrong bytes: every local file a record claims, and every remote object of a saved attachment,
+///    holds exactly the bytes that were saved (or that the other device uploaded).
+/// 3. Records tell the truth: a record that claims a local file has it, as a regular file.
+/// 4. No orphans: after a restart, every file in the attachments folder belongs to a record (its content,
+///    or the partial download of an attachment still without content).
+/// 5. Nothing outside: the only durable effects outside the attachments folder are removals of files the
+///    app handed over with `moveFile`, after their attachment was committed.
+/// 6. Handed-over files are never lost: a `saveFile(fileURL:)` that did not commit leaves its source as it
+///    was; a symbolic link's target is never touched.
+/// 7. All or nothing: a save that failed (not by a crash) left no record.
+/// 8. Convergence: once faults stop, a bounded number of passes uploads every saved attachment, downloads
+///    every referenced one that exists remotely, completes every delete, and leaves nothing queued.
+final class ModelRun {
+    let history: ModelHistory
+    let root: URL
+    let store = RemoteStore()
+    let clock = ManualClock()
+    private(set) var violations: [String] = []
+    private var stepIndex = -1
+
+    // The current simulated process.
+    private var crash = CrashSwitch()
+    private var disk: SimulatedDisk
+    private var db: LocalDatabase!
+    private var queue: AttachmentQueue!
+    private var syncing = false
+    private var crashArmed = false
+
+    // What the app knows.
+    private struct Saved {
+        var id: String
+        var data: Data
+        var filename: String
+    }
+
+    /// The dictionary key of an id: its bytes, escaped (Swift's `==` would merge ids that differ only in
+    /// their Unicode form, which SQLite keeps apart).
+    private static func key(_ id: String) -> String { FileName.safeName(id, keepingDots: true) }
+    private var committed: [String: Saved] = [:]
+    private var uncertainSaves: [String: Saved] = [:]
+    private var uncertainDeletes: [String: String] = [:]
+    /// Deleted attachments, with their remote filename.
+    private var deleted: [String: Saved] = [:]
+    private var seeded: [String: (id: String, data: Data)] = [:]
+    private struct Handover {
+        var id: String
+        var path: String
+        var target: String?
+        var data: Data
+        var move: Bool
+        /// `true` committed, `false` not committed, `nil` not known yet (a crash came during the save).
+        var committed: Bool?
+    }
+    private var handovers: [Handover] = []
+    private var handoverCount = 0
+
+    static let schema = Schema(tables: [
+        Table(
+            name: "rows", columns: [.text("attachment_id"), .text("filename"), .text("content_hash"), .integer("size")]),
+        createAttachmentTable(name: "attachments"),
+    ])
+
+    var attachments: String { root.appendingPathComponent("attachments").path }
+    var userFolder: String { root.appendingPathComponent("user").path }
+    var databasePath: String { root.appendingPathComponent("app.sqlite").path }
+
+    init(_ history: ModelHistory) throws {
+        self.history = history
+        let base =
+            FileManager.default.fileExists(atPath: "/dev/shm")
+            ? URL(fileURLWithPath: "/dev/shm") : FileManager.default.temporaryDirectory
+        root = base.appendingPathComponent("attachment-sync-model-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(
+            at: root.appendingPathComponent("user"), withIntermediateDirectories: true)
+        disk = SimulatedDisk(crash: crash, insensitive: history.setup.insensitiveDisk)
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(at: root)
+    }
+
+    // MARK: - Running
+
+    /// Runs every step, checking the invariants after each, then lets the queue converge.
+    func run() async -> [String] {
+        do {
+            try await open()
+            for (index, step) in history.steps.enumerated() {
+                stepIndex = index
+                await perform(step)
+                if crash.hasCrashed {
+                    try await restart()
+                } else if crashArmed, !isCrashStep(step) {
+                    crash.disarm()
+                    crashArmed = false
+                }
+                await checkInvariants(afterRestart: false)
+                if violations.count > 0 { break }
+            }
+            if violations.isEmpty {
+                stepIndex = history.steps.count
+                try await converge()
+            }
+            await queue?.close()
+            try? await db?.close()
+        } catch {
+            violations.append("the harness failed: \(error)")
+            await queue?.close()
+            try? await db?.close()
+        }
+        return violations
+    }
+
+    private func isCrashStep(_ step: ModelStep) -> Bool {
+        if case .crash = step { return true }
+        return false
+    }
+
+    /// Records a broken invariant; `kind` groups violations for the shrinker (which keeps a history failing
+    /// with the same kind).
+    private func violation(_ text: String, kind: String) {
+        violations.append("[\(kind)] after step \(stepIndex): \(text)")
+    }
+
+    private func open() async throws {
+        crash = CrashSwitch()
+        disk = SimulatedDisk(crash: crash, insensitive: history.setup.insensitiveDisk)
+        var grdb = GRDB.Configuration()
+        grdb.busyMode = .timeout(5)
+        let pool = try DatabasePool(path: databasePath, configuration: grdb)
+        pool.add(transactionObserver: CommitGate(crash), extent: .databaseLifetime)
+        db = try LocalDatabase(writer: pool, schema: Self.schema)
+        var configuration = AttachmentQueue.Configuration(attachmentsDirectory: attachments)
+        configuration.clock = clock
+        configuration.currentDate = { [clock] in clock.date }
+        configuration.syncInterval = .zero
+        configuration.syncThrottleDuration = .zero
+        configuration.retryBackoff = RetryBackoff(initialDelay: .seconds(1), maximumDelay: .seconds(30), jitter: false)
+        configuration.maxAttempts = history.setup.maxAttempts
+        configuration.archivedCacheLimit = history.setup.archivedCacheLimit
+        configuration.maxCacheBytes = history.setup.maxCacheBytes
+        configuration.downloadPolicy = history.setup.onDemand ? .onDemand : .eager
+        configuration.maxConcurrentTransfers = history.setup.concurrency
+        configuration.files = disk
+        queue = AttachmentQueue(
+            db: db, remoteStorage: ModelRemote(store: store, disk: disk), configuration: configuration,
+            localStorage: FileManagerStorageAdapter(files: disk))
+        try await queue.waitForInit()
+        if syncing { try await queue.startSync() }
+    }
+
+    /// The process dies (if the crash switch has not already killed it, it is a clean stop) and starts again
+    /// on the same database and folders; startup runs, and what was uncertain is settled.
+    private func restart() async throws {
+        await queue.close()
+        try await db.close()
+        crashArmed = false
+        try await open()
+        try await settleUncertainty()
+        await checkInvariants(afterRestart: true)
+    }
+
+    /// After a crash: a save or delete interrupted by it either committed or did not; the table says which.
+    private func settleUncertainty() async throws {
+        for (key, saved) in uncertainSaves {
+            if let record = try await record(saved.id), record.contentHash == FileStreaming.sha256(saved.data) {
+                committed[key] = saved
+                deleted[key] = nil
+                settleHandovers(saved.id, committed: true)
+            } else {
+                settleHandovers(saved.id, committed: false)
+            }
+        }
+        uncertainSaves = [:]
+        for (key, id) in uncertainDeletes {
+            let record = try await record(id)
+            if record == nil || record?.state == .queuedDelete, let saved = committed[key] {
+                committed[key] = nil
+                deleted[key] = saved
+            }
+        }
+        uncertainDeletes = [:]
+    }
+
+    private func settleHandovers(_ id: String, committed: Bool) {
+        for index in handovers.indices
+        where Self.key(handovers[index].id) == Self.key(id) && handovers[index].committed == nil {
+            handovers[index].committed = committed
+        }
+    }
+
+    private func record(_ id: String) async throws -> AttachmentRecord? {
+        let store = AttachmentStore(table: "attachments")
+        return try await db.readTransaction { tx in try store.record(id: id, in: tx) }
+    }
+
+    private func records() async throws -> [AttachmentRecord] {
+        let store = AttachmentStore(table: "attachments")
+        return try await db.readTransaction { tx in try store.records(in: tx) }
+    }
+
+    // MARK: - Steps
+
+    private func perform(_ step: ModelStep) async {
+        switch step {
+        case .save(let id, let content, let size, let ext, let watch):
+            let data = ModelHistory.bytes(content: content, size: size)
+            await save(id: id, data: data, handover: nil, watch: watch) { queue in
+                try await queue.saveFile(
+                    data: data, mediaType: nil, fileExtension: ext, id: id, updateHook: Self.hook(watch))
+            }
+        case .saveFile(let id, let content, let size, let move, let symlink, let watch):
+            let data = ModelHistory.bytes(content: content, size: size)
+            handoverCount += 1
+            let path = (userFolder as NSString).appendingPathComponent("file\(handoverCount).bin")
+            var target: String?
+            do {
+                if symlink {
+                    target = path + ".target"
+                    try data.write(to: URL(fileURLWithPath: target!))
+                    try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: target!)
+                } else {
+                    try data.write(to: URL(fileURLWithPath: path))
+                }
+            } catch {
+                violation("the harness could not write \(path): \(error)", kind: "harness")
+                return
+            }
+            let handover = Handover(id: id, path: path, target: target, data: data, move: move, committed: nil)
+            await save(id: id, data: data, handover: handover, watch: watch) { queue in
+                try await queue.saveFile(
+                    fileURL: URL(fileURLWithPath: path), mediaType: nil, fileExtension: "bin", id: id, moveFile: move,
+                    updateHook: Self.hook(watch))
+            }
+        case .delete(let id):
+            do {
+                try await queue.deleteFile(attachmentId: id) { tx, attachment in
+                    try tx.execute(sql: "DELETE FROM rows WHERE attachment_id = ?", arguments: [attachment.id])
+                }
+                if let saved = committed[Self.key(id)] { deleted[Self.key(id)] = saved }
+                committed[Self.key(id)] = nil
+            } catch {
+                if crash.hasCrashed { uncertainDeletes[Self.key(id)] = id }
+            }
+        case .watch(let id):
+            // An attachment's filename never changes (attachments are immutable): another device's is
+            // `<id>.bin` whether or not it has been uploaded yet.
+            let filename =
+                committed[Self.key(id)]?.filename
+                ?? (ModelHistory.seededIds.contains(where: { $0.unicodeScalars.elementsEqual(id.unicodeScalars) })
+                    ? "\(id).bin" : "\(id).jpg")
+            _ = try? await db.execute(
+                sql: "INSERT OR IGNORE INTO rows (id, attachment_id, filename) VALUES (?, ?, ?)",
+                parameters: [id, id, filename])
+        case .unwatch(let id):
+            _ = try? await db.execute(sql: "DELETE FROM rows WHERE attachment_id = ?", parameters: [id])
+        case .emit:
+            await emit()
+        case .seed(let id, let content, let size, let metadata, let rowHash, let rowSize):
+            guard seeded[Self.key(id)] == nil else { return }
+            let data = ModelHistory.bytes(content: content, size: size)
+            let hash = FileStreaming.sha256(data)
+            seeded[Self.key(id)] = (id, data)
+            await store.seed("\(id).bin", data, sha256: metadata ? hash : nil)
+            let rowHashValue: String? = rowHash ? hash : nil
+            let rowSizeValue: Int64? = rowSize ? Int64(size) : nil
+            _ = try? await db.execute(
+                sql:
+                    "INSERT OR REPLACE INTO rows (id, attachment_id, filename, content_hash, size) VALUES (?, ?, ?, ?, ?)",
+                parameters: [id, id, "\(id).bin", rowHashValue, rowSizeValue])
+        case .syncNow:
+            try? await queue.syncNow()
+        case .download(let id):
+            if let attachment = try? await queue.download(attachmentId: id), let path = attachment.localUri {
+                if let expected = committed[Self.key(id)]?.data ?? seeded[Self.key(id)]?.data, read(path) != expected {
+                    violation(
+                        "download(attachmentId: \(id.debugDescription)) returned a file with other bytes", kind: "bytes"
+                    )
+                }
+            }
+        case .purge(let id):
+            _ = try? await queue.purge(attachmentId: id)
+        case .pin(let id):
+            try? await queue.pin(attachmentId: id)
+        case .expireCache:
+            try? await queue.expireCache()
+        case .startSync:
+            syncing = true
+            try? await queue.startSync()
+        case .stopSync:
+            syncing = false
+            await queue.stopSync()
+        case .advance(let seconds):
+            await clock.advance(by: .seconds(seconds))
+        case .fault(let fault, let count):
+            for _ in 0..<count { await store.inject(fault) }
+        case .crash(let operations):
+            crash.arm(after: operations)
+            crashArmed = true
+        case .restart:
+            do { try await restart() } catch { violation("restart failed: \(error)", kind: "harness") }
+        case .retryAll:
+            _ = try? await queue.retryAll()
+        }
+        // While syncing, let the background work finish before looking.
+        if syncing, !crash.hasCrashed { try? await queue.syncNow() }
+    }
+
+    /// The seed app's hook: the row refers to the new attachment in the same transaction.
+    private static func hook(_ watch: Bool) -> @Sendable (SqlTransaction, AttachmentSync.Attachment) throws -> Void {
+        { tx, attachment in
+            guard watch else { return }
+            try tx.execute(
+                sql: "INSERT OR REPLACE INTO rows (id, attachment_id, filename) VALUES (?, ?, ?)",
+                arguments: [attachment.id, attachment.id, attachment.filename])
+        }
+    }
+
+    private func save(
+        id: String, data: Data, handover: Handover?, watch: Bool,
+        _ call: (AttachmentQueue) async throws -> AttachmentSync.Attachment
+    ) async {
+        // Ids are unique and attachments immutable (the seed's contract): an app does not save new content
+        // under the id of an attachment it still has, even one whose local copy was evicted (only its
+        // remote copy is left, which the new upload would replace; detecting that is issue 12's).
+        if committed[Self.key(id)] != nil, (try? await record(id)) == nil { return }
+        let existed = (try? await record(id)) != nil
+        if var handover {
+            handover.committed = nil
+            handovers.append(handover)
+        }
+        do {
+            let saved = try await call(queue)
+            if existed {
+                violation("saving over existing attachment \(id.debugDescription) succeeded", kind: "all-or-nothing")
+            }
+            if saved.contentHash != FileStreaming.sha256(data) {
+                violation("\(id.debugDescription) saved with another hash", kind: "all-or-nothing")
+            }
+            committed[Self.key(id)] = Saved(id: id, data: data, filename: saved.filename)
+            deleted[Self.key(id)] = nil
+            if handover != nil { handovers[handovers.count - 1].committed = true }
+        } catch {
+            if existed {
+                if handover != nil { handovers[handovers.count - 1].committed = false }
+                return
+            }
+            if crash.hasCrashed {
+                uncertainSaves[Self.key(id)] = Saved(id: id, data: data, filename: "")
+                return
+            }
+            if handover != nil { handovers[handovers.count - 1].committed = false }
+            // All or nothing: a save that failed left no record.
+            if let record = try? await record(id) {
+                violation(
+                    "saveFile of \(id.debugDescription) threw \(error) but left a record in \(record.state)",
+                    kind: "all-or-nothing")
+            }
+        }
+    }
+
+    private func emit() async {
+        guard
+            let items = try? await db.getAll(
+                sql: "SELECT attachment_id, filename, content_hash, size FROM rows ORDER BY id",
+                mapper: { cursor in
+                    try WatchedAttachmentItem(
+                        id: cursor.getString(name: "attachment_id"), filename: cursor.getString(name: "filename"),
+                        contentHash: cursor.getStringOptional(name: "content_hash"),
+                        size: cursor.getInt64Optional(name: "size"))
+                })
+        else { return }
+        await queue.reconcile(items)
+    }
+
+    // MARK: - Invariants
+
+    private func read(_ path: String) -> Data? {
+        FileManager.default.contents(atPath: disk.resolve(path))
+    }
+
+    private func checkInvariants(afterRestart: Bool) async {
+        let before = violations.count
+        await check(afterRestart: afterRestart)
+        // Background work may have moved between two reads: look again with sync stopped before blaming.
+        if violations.count > before, syncing, !crash.hasCrashed {
+            violations.removeSubrange(before...)
+            await queue.stopSync()
+            await check(afterRestart: afterRestart)
+            try? await queue.startSync()
+        }
+    }
+
+    private func check(afterRestart: Bool) async {
+        guard !crash.hasCrashed, let records = try? await records() else { return }
+        let byId = Dictionary(records.map { (Self.key($0.id), $0) }, uniquingKeysWith: { first, _ in first })
+        let objects = await store.objects
+
+        // 1, 2: every committed attachment has its bytes somewhere, and every copy is right.
+        for (key, saved) in committed {
+            let id = saved.id
+            let record = byId[key]
+            let local = record?.localPath.map { read(attachmentsPath($0)) } ?? nil
+            let remote = objects[RemoteStore.key(saved.filename)]?.data
+            if let local, local != saved.data {
+                violation("\(id.debugDescription)'s local file holds other bytes than were saved", kind: "bytes")
+            }
+            if let remote, remote != saved.data {
+                violation("\(id.debugDescription)'s remote object holds other bytes than were saved", kind: "bytes")
+            }
+            if local != saved.data && remote != saved.data {
+                violation(
+                    "LOST: \(id.debugDescription) (\(saved.data.count) bytes) is neither on this device nor remote "
+                        + "(record: \(record.map { "\($0.state), local \($0.localPath ?? "nil")" } ?? "none"))",
+                    kind: "lost")
+            }
+        }
+        for (key, (id, data)) in seeded {
+            if let path = byId[key]?.localPath, let local = read(attachmentsPath(path)), local != data {
+                violation(
+                    "\(id.debugDescription)'s downloaded file holds other bytes than the other device uploaded",
+                    kind: "bytes")
+            }
+        }
+        // 3: records tell the truth.
+        for record in records where record.state != .queuedDelete {
+            guard let path = record.localPath else { continue }
+            let info = disk.info(atPath: attachmentsPath(path))
+            if info == nil {
+                violation(
+                    "\(record.id.debugDescription) (\(record.state)) claims \(path), which is not there", kind: "claims"
+                )
+            } else if info?.kind != .regular {
+                violation(
+                    "\(record.id.debugDescription)'s file \(path) is not a regular file (\(info!.kind))", kind: "claims"
+                )
+            }
+        }
+        // 4: no orphans after a restart.
+        if afterRestart { checkNoOrphans(records) }
+        // 5: nothing outside the attachments folder.
+        let movedSources = Set(handovers.filter { $0.move && $0.committed == true }.map(\.path))
+        for operation in crash.operations {
+            let parts = operation.split(separator: " ", maxSplits: 2).map(String.init)
+            guard parts.count >= 2 else { continue }
+            let written: [String]
+            switch parts[0] {
+            case "rename": written = Array(parts.dropFirst())
+            case "link": written = parts.count > 2 ? [parts[2]] : []
+            case "open", "write", "remove", "mkdir": written = [parts[1]]
+            default: written = []  // commits, flushes, remote calls
+            }
+            for path in written where !path.hasPrefix(attachments + "/") && path != attachments {
+                if parts[0] == "remove", movedSources.contains(path) { continue }
+                violation("a durable operation outside the attachments folder: \(operation)", kind: "outside")
+            }
+        }
+        // 6, 7: handed-over files.
+        for handover in handovers {
+            if let target = handover.target, FileManager.default.contents(atPath: target) != handover.data {
+                violation("the target of symbolic link \(handover.path) was changed or removed", kind: "handover")
+            }
+            if handover.committed == false || !handover.move {
+                let present = FileManager.default.contents(atPath: handover.path)
+                if present != handover.data {
+                    violation(
+                        "the file handed to saveFile(fileURL: \(handover.path), moveFile: \(handover.move)) for "
+                            + "\(handover.id.debugDescription) is \(present == nil ? "gone" : "changed") though "
+                            + (handover.move ? "the save did not commit" : "it was only copied"), kind: "handover")
+                }
+            }
+        }
+    }
+
+    private func attachmentsPath(_ relative: String) -> String {
+        (attachments as NSString).appendingPathComponent(relative)
+    }
+
+    private func checkNoOrphans(_ records: [AttachmentRecord]) {
+        let insensitive = history.setup.insensitiveDisk
+        let fold: (String) -> String = { insensitive ? SimulatedDisk.folded($0) : $0 }
+        var allowed = Set(records.compactMap(\.localPath).map(fold))
+        for record in records where record.localPath == nil {
+            if let partial = try? FileName.downloadingName(for: record.localName()) {
+                allowed.insert(fold(partial))
+                allowed.insert(fold(FileName.resumeValidatorName(for: partial)))
+            }
+        }
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: attachments)) ?? []
+        for name in names where !allowed.contains(fold(name)) {
+            violation("orphan after restart: \(name) belongs to no record", kind: "orphan")
+        }
+    }
+
+    // MARK: - Convergence
+
+    /// Faults stop; a bounded number of rounds (retry what was given up, reconcile, sync, let retry times
+    /// pass) must bring the queue to rest with everything in place.
+    private func converge() async throws {
+        await store.clearFaults()
+        crash.disarm()
+        try await restart()
+        for _ in 0..<6 {
+            _ = try? await queue.retryAll()
+            await emit()
+            try? await queue.syncNow()
+            await clock.advance(by: .seconds(3600))
+        }
+        await emit()
+        try? await queue.syncNow()
+        try await restart()
+
+        let records = try await records()
+        let byId = Dictionary(records.map { (Self.key($0.id), $0) }, uniquingKeysWith: { first, _ in first })
+        let objects = await store.objects
+        let watched = Set(
+            try await db.getAll(sql: "SELECT attachment_id FROM rows") {
+                Self.key(try $0.getString(name: "attachment_id"))
+            })
+        for (key, saved) in committed {
+            let id = saved.id
+            if objects[RemoteStore.key(saved.filename)]?.data != saved.data {
+                violation("converged: \(id.debugDescription) was never uploaded", kind: "converge")
+            }
+            if watched.contains(key), let record = byId[key], record.state != .synced {
+                violation("converged: \(id.debugDescription) is referenced but \(record.state)", kind: "converge")
+            }
+        }
+        for (key, saved) in deleted where committed[key] == nil {
+            let (id, filename) = (saved.id, saved.filename)
+            // A row that still refers to it makes a new record (that finds nothing to download).
+            if let record = byId[key], !watched.contains(key) {
+                violation(
+                    "converged: deleted \(id.debugDescription) still has a record (\(record.state))", kind: "converge")
+            }
+            if objects[RemoteStore.key(filename)] != nil {
+                violation(
+                    "converged: deleted \(id.debugDescription) still has its remote object \(filename)",
+                    kind: "converge")
+            }
+        }
+        // Rows whose ids the queue must refuse (another Unicode form) get no record.
+        for (key, (id, _)) in seeded where watched.contains(key) && (try? FileName.validateId(id)) != nil {
+            guard let record = byId[key] else {
+                violation("converged: referenced \(id.debugDescription) has no record", kind: "converge")
+                continue
+            }
+            if record.state != .synced {
+                violation("converged: referenced \(id.debugDescription) is \(record.state)", kind: "converge")
+            }
+        }
+        for record in records where record.givenUp != nil {
+            if record.givenUp == .queuedDownload, objects[RemoteStore.key(record.filename)] == nil { continue }
+            violation(
+                "converged: \(record.id.debugDescription) is still given up (\(record.givenUp!))", kind: "converge")
+        }
+        for record in records where [.queuedUpload, .queuedDelete].contains(record.state) {
+            violation("converged: \(record.id.debugDescription) is still \(record.state)", kind: "converge")
+        }
+        for record in records where record.state == .queuedDownload && objects[RemoteStore.key(record.filename)] != nil
+        {
+            violation("converged: \(record.id.debugDescription) is still queued for download", kind: "converge")
+        }
+    }
+}
