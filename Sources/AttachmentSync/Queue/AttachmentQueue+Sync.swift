@@ -109,8 +109,8 @@ extension AttachmentQueue {
         reconciledWatch = nil  // until this emission is reconciled: a failure makes the next one read all
         do {
             try await waitForInit()
-            let current = items.map(\.id)
-            let scope = Reconciler.Scope(previous: previous, current: current, changed: changedSinceReconcile)
+            let current = items.map(Reconciler.scopeKey(of:))
+            let scope = Reconciler.Scope(previous: previous, current: current, changed: changedSinceReconcile).byId
             // Noted changes committed from here on stay noted for the next emission.
             changedSinceReconcile.removeAll()
             guard !scope.isEmpty else {
@@ -131,7 +131,9 @@ extension AttachmentQueue {
                     items: scopedItems,
                     records: Dictionary(records.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first }),
                     // Asked only of given-up records (few): a linear look at the previous emission is fine.
-                    previouslyWatched: previous.map { previous in { id in previous.contains(id) } }
+                    previouslyWatched: previous.map { previous in
+                        { id in previous.contains { Reconciler.id(fromScopeKey: $0) == id } }
+                    }
                 )
                 if !decision.inserts.isEmpty {
                     decision.rejectSharedFilenames(
@@ -171,6 +173,12 @@ extension AttachmentQueue {
                                 ("on_demand", record.onDemand), ("content_hash", record.contentHash),
                                 ("size", record.size),
                             ], in: tx)
+                    }
+                    for record in decision.learned {
+                        try tx.execute(
+                            sql: "UPDATE \(store.table) SET content_hash = coalesce(content_hash, ?), "
+                                + "size = coalesce(size, ?) WHERE id = ? AND local_uri IS NULL AND state IN (0, 3)",
+                            parameters: [record.contentHash, record.size, record.id])
                     }
                     for archive in decision.archives {
                         try store.transition(

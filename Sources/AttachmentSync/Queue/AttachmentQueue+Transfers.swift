@@ -285,17 +285,35 @@ extension AttachmentQueue {
             // still without content, which keeps its state.
             let accepted: Set<AttachmentState> =
                 record.state == .queuedDownload ? [.queuedDownload] : [.queuedDownload, .synced, .archived]
-            let committed = try await context.db.writeTransaction { tx -> Bool in
+            // The record may have learned a hash or size while the bytes came (a row carrying them): they
+            // must match it too.
+            let known = try await context.db.writeTransaction { tx -> (committed: Bool, current: AttachmentRecord?) in
                 guard let current = try store.record(id: record.id, in: tx), accepted.contains(current.state),
-                    current.state == .queuedDownload || current.localPath == nil
-                else { return false }
+                    current.state == .queuedDownload || current.localPath == nil,
+                    current.contentHash.map({ $0.lowercased() == sha256 }) ?? true,
+                    current.size.map({ $0 == size }) ?? true
+                else { return (false, try store.record(id: record.id, in: tx)) }
                 if current.state == .queuedDownload {
-                    return try store.transition(
-                        id: record.id, from: .queuedDownload, to: .synced, timestamp: timestamp,
-                        set: contentColumns + retryStateCleared, in: tx)
+                    return (
+                        try store.transition(
+                            id: record.id, from: .queuedDownload, to: .synced, timestamp: timestamp,
+                            set: contentColumns + retryStateCleared, in: tx), current
+                    )
                 }
-                return try store.update(id: record.id, ifState: current.state, set: contentColumns, in: tx)
+                return (try store.update(id: record.id, ifState: current.state, set: contentColumns, in: tx), current)
             }
+            if !known.committed, let current = known.current, current.localPath == nil,
+                current.contentHash.map({ $0.lowercased() != sha256 }) ?? false
+                    || current.size.map({ $0 != size }) ?? false
+            {
+                try await context.local.deleteFile(filePath: finalPath)
+                throw AttachmentError(
+                    code: .integrityMismatch,
+                    message: "downloaded content of attachment \(String(reflecting: record.id)) does not match the "
+                        + "hash or size it is now known to have; the file was discarded",
+                    attachmentId: record.id, path: finalPath)
+            }
+            let committed = known.committed
             if !committed {
                 // Archived or deleted meanwhile: unless the record took the file after all, remove it.
                 let current = try await context.db.readTransaction { tx in try store.record(id: record.id, in: tx) }
@@ -413,10 +431,13 @@ extension AttachmentQueue {
     ) async throws -> TransferOutcome {
         let store = context.store
         let timestamp = context.timestamps.next()
+        // A given-up delete's local file was removed by deleteFile (or is being): the record lets go of it,
+        // whether or not deleteFile got to say so first (a file still there is removed at startup).
+        let releasing = clearingLocalPath || record.state == .queuedDelete
         let archived = try await context.db.writeTransaction { tx in
             try store.transition(
                 id: record.id, from: record.state, to: .archived, timestamp: timestamp,
-                set: (clearingLocalPath ? [("local_uri", nil)] : []) + [
+                set: (releasing ? [("local_uri", nil)] : []) + [
                     ("attempts", attempts), ("next_attempt_at", nil),
                     ("last_error", String(String(describing: error).prefix(1000))),
                     ("given_up", record.state.rawValue),

@@ -13,6 +13,9 @@ struct Reconciler: Sendable {
         /// Archived records whose local file never reached remote storage (an upload given up, or archived
         /// before it finished): back to `queuedUpload`, never to `synced`.
         var reuploads: [String] = []
+        /// Records still without content whose item now brings a hash or size they lack (the row learned
+        /// it after the record was made): they take it, so the download is checked against it.
+        var learned: [AttachmentRecord] = []
         /// Archived records without a local file, with the item's metadata: back to `queuedDownload`
         /// (eager) or to remote-only `synced` (on demand), as each record's state says.
         var requeues: [AttachmentRecord] = []
@@ -23,6 +26,7 @@ struct Reconciler: Sendable {
 
         var isEmpty: Bool {
             inserts.isEmpty && restores.isEmpty && reuploads.isEmpty && requeues.isEmpty && archives.isEmpty
+                && learned.isEmpty
         }
 
         /// Moves to ``rejected`` every insert whose remote file is already another attachment's (`owners`: the
@@ -53,7 +57,7 @@ struct Reconciler: Sendable {
 
         static func == (lhs: Decision, rhs: Decision) -> Bool {
             lhs.inserts == rhs.inserts && lhs.restores == rhs.restores && lhs.reuploads == rhs.reuploads
-                && lhs.requeues == rhs.requeues
+                && lhs.requeues == rhs.requeues && lhs.learned == rhs.learned
                 && lhs.archives.map(\.id) == rhs.archives.map(\.id)
                 && lhs.archives.map(\.from) == rhs.archives.map(\.from)
                 && lhs.rejected.map(\.item) == rhs.rejected.map(\.item)
@@ -109,6 +113,14 @@ struct Reconciler: Sendable {
         /// Whether there is nothing to compare.
         var isEmpty: Bool { self == .ids([]) }
 
+        /// The scope of ids, for a scope computed over ``Reconciler/scopeKey(of:)`` keys.
+        var byId: Scope {
+            switch self {
+            case .everything: .everything
+            case .ids(let keys): .ids(Set(keys.map(Reconciler.id(fromScopeKey:))))
+            }
+        }
+
         /// The items of `items` in scope, in order.
         func items(of items: [WatchedAttachmentItem]) -> [WatchedAttachmentItem] {
             switch self {
@@ -116,6 +128,19 @@ struct Reconciler: Sendable {
             case .ids(let ids): items.filter { ids.contains($0.id) }
             }
         }
+    }
+
+    /// What an item is compared by between two emissions: its id, and the hash and size it carries when it
+    /// carries them, so a row that learns its attachment's hash is looked at again.
+    static func scopeKey(of item: WatchedAttachmentItem) -> String {
+        guard item.contentHash != nil || item.size != nil else { return item.id }
+        return "\(item.id)\u{1F}\(item.contentHash ?? "")\u{1F}\(item.size.map(String.init) ?? "")"
+    }
+
+    /// The id a ``scopeKey(of:)`` key stands for.
+    static func id(fromScopeKey key: String) -> String {
+        guard let separator = key.unicodeScalars.firstIndex(of: "\u{1F}") else { return key }
+        return String(key.unicodeScalars[..<separator])
     }
 
     /// Compares `items` (one emission of the app's watch) with `records` (the whole table, or every record
@@ -159,6 +184,14 @@ struct Reconciler: Sendable {
                         (item, AttachmentError(code: .invalidName, message: "\(error)", attachmentId: item.id)))
                 }
                 continue
+            }
+            if record.localPath == nil, record.state == .queuedDownload || record.state == .synced {
+                var learned = record
+                if learned.contentHash == nil, let hash = item.contentHash, FileStreaming.isSHA256(hash) {
+                    learned.contentHash = hash.lowercased()
+                }
+                if learned.size == nil, let size = item.size, size >= 0 { learned.size = size }
+                if learned != record { decision.learned.append(learned) }
             }
             guard record.state == .archived else { continue }
             if record.givenUp != nil, previouslyWatched?(record.id) ?? true { continue }

@@ -144,13 +144,15 @@ final class SimulatedDisk: FileOperations, Sendable {
     }
 
     func synchronizeFile(atPath path: String) throws {
-        try crash.check("flush")
-        try base.synchronizeFile(atPath: resolve(path))
+        let real = resolve(path)
+        try crash.check("flush \(real)")
+        try base.synchronizeFile(atPath: real)
     }
 
     func synchronizeDirectory(atPath path: String) throws {
-        try crash.check("flush")
-        try base.synchronizeDirectory(atPath: resolve(path))
+        let real = resolve(path)
+        try crash.check("flush-folder \(real)")
+        try base.synchronizeDirectory(atPath: real)
     }
 }
 
@@ -172,7 +174,7 @@ final class GatedWriter: FileWriter {
     }
 
     func synchronize() throws {
-        try crash.check("flush")
+        try crash.check("flush \(path)")
         try base.synchronize()
     }
 
