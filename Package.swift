@@ -71,6 +71,13 @@ let package = Package(
             path: "Benchmarks/attachment-sync-bench",
             swiftSettings: strictSettings
         ),
+        // A process the crash test kills at random moments; in no product.
+        .executableTarget(
+            name: "attachment-sync-crash-worker",
+            dependencies: ["AttachmentSync"],
+            path: "Tests/CrashWorker",
+            swiftSettings: strictSettings
+        ),
         // Helpers shared by the test targets (bounded waits, running the CLI); in no product.
         .target(
             name: "TestSupport",

@@ -20,7 +20,7 @@ package struct CommandLineTool {
 
     /// Finds the executable in the folder that holds the running test product: `<build>/debug`, where the
     /// Linux test executable `…PackageTests.xctest` and the Apple `.xctest` bundle both live.
-    package static func locate() throws -> CommandLineTool {
+    package static func locate(_ name: String = Self.name) throws -> CommandLineTool {
         var folders: [URL] = []
         for bundle in Bundle.allBundles where bundle.bundleURL.pathExtension == "xctest" {
             folders.append(bundle.bundleURL.deletingLastPathComponent())
@@ -37,7 +37,7 @@ package struct CommandLineTool {
                 return CommandLineTool(url: candidate)
             }
         }
-        throw ToolNotFound(searched: folders.map(\.path))
+        throw ToolNotFound(name: name, searched: folders.map(\.path))
     }
 
     /// Runs the tool with `arguments` and the test process's environment changed by `environment` (a `nil`
@@ -93,9 +93,10 @@ package struct CommandLineTool {
 
 /// The executable is not where the tests expect it.
 package struct ToolNotFound: Error, CustomStringConvertible {
+    package let name: String
     package let searched: [String]
     package var description: String {
-        "\(CommandLineTool.name) was not found next to the test product (looked in: "
+        "\(name) was not found next to the test product (looked in: "
             + (searched.isEmpty ? "no candidate folder" : searched.joined(separator: ", "))
             + "). Build every product first: `swift build --build-tests`, then `swift test --skip-build` with "
             + "the same --scratch-path."

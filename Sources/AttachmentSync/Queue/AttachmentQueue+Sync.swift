@@ -180,12 +180,30 @@ extension AttachmentQueue {
                                 + "size = coalesce(size, ?) WHERE id = ? AND local_uri IS NULL AND state IN (0, 3)",
                             parameters: [record.contentHash, record.size, record.id])
                     }
+                    for record in decision.refetches {
+                        try store.transition(
+                            id: record.id, from: .synced, to: record.state, timestamp: timestamps.next(),
+                            set: AttachmentQueue.retryStateCleared + [
+                                ("local_uri", nil), ("content_hash", record.contentHash), ("size", record.size),
+                            ], in: tx)
+                    }
                     for archive in decision.archives {
                         try store.transition(
                             id: archive.id, from: archive.from, to: .archived, timestamp: timestamps.next(), in: tx)
                     }
                     return decision
                 }
+            }
+            // Content that disagrees with its row: its record let go of it; the file goes (a crash first
+            // leaves a file its record does not claim, which startup removes).
+            // Reserved meanwhile, so the download that replaces it cannot start (and be deleted) first.
+            let refetching = decision.refetches.filter { reserved.insert($0.id).inserted }
+            for record in refetching {
+                if let relative = record.localPath { try? await localStorage.deleteFile(filePath: localPath(relative)) }
+                reserved.remove(record.id)
+                logger.warning(
+                    "downloaded content disagrees with the hash or size its row now carries; fetching it again",
+                    metadata: ["attachment": "\(record.id)"])
             }
             for rejected in decision.rejected {
                 logError("a watched attachment was skipped", rejected.error, id: rejected.item.id)

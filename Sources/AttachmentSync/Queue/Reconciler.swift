@@ -16,6 +16,11 @@ struct Reconciler: Sendable {
         /// Records still without content whose item now brings a hash or size they lack (the row learned
         /// it after the record was made): they take it, so the download is checked against it.
         var learned: [AttachmentRecord] = []
+        /// Synced records whose local content (from remote storage) disagrees with the hash or size the item
+        /// now carries: the content is discarded and fetched again, checked against the item (a download that
+        /// committed before the row brought its hash is not trusted over it). With the item's hash and size,
+        /// and the state to go to: `queuedDownload`, or remote-only `synced` for on-demand ones.
+        var refetches: [AttachmentRecord] = []
         /// Archived records without a local file, with the item's metadata: back to `queuedDownload`
         /// (eager) or to remote-only `synced` (on demand), as each record's state says.
         var requeues: [AttachmentRecord] = []
@@ -26,7 +31,7 @@ struct Reconciler: Sendable {
 
         var isEmpty: Bool {
             inserts.isEmpty && restores.isEmpty && reuploads.isEmpty && requeues.isEmpty && archives.isEmpty
-                && learned.isEmpty
+                && learned.isEmpty && refetches.isEmpty
         }
 
         /// Moves to ``rejected`` every insert whose remote file is already another attachment's (`owners`: the
@@ -57,7 +62,7 @@ struct Reconciler: Sendable {
 
         static func == (lhs: Decision, rhs: Decision) -> Bool {
             lhs.inserts == rhs.inserts && lhs.restores == rhs.restores && lhs.reuploads == rhs.reuploads
-                && lhs.requeues == rhs.requeues && lhs.learned == rhs.learned
+                && lhs.requeues == rhs.requeues && lhs.learned == rhs.learned && lhs.refetches == rhs.refetches
                 && lhs.archives.map(\.id) == rhs.archives.map(\.id)
                 && lhs.archives.map(\.from) == rhs.archives.map(\.from)
                 && lhs.rejected.map(\.item) == rhs.rejected.map(\.item)
@@ -192,6 +197,19 @@ struct Reconciler: Sendable {
                 }
                 if learned.size == nil, let size = item.size, size >= 0 { learned.size = size }
                 if learned != record { decision.learned.append(learned) }
+            }
+            if record.localPath != nil, record.state == .synced, record.hasSynced {
+                let hash = item.contentHash.flatMap { FileStreaming.isSHA256($0) ? $0.lowercased() : nil }
+                let size = item.size.flatMap { $0 >= 0 ? $0 : nil }
+                let wrongHash = hash != nil && record.contentHash?.lowercased() != hash
+                let wrongSize = size != nil && record.size != nil && record.size != size
+                if wrongHash || wrongSize {
+                    var refetch = record
+                    refetch.contentHash = hash ?? record.contentHash
+                    refetch.size = size  // the old size came from the content that is not trusted
+                    refetch.state = record.onDemand ? .synced : .queuedDownload
+                    decision.refetches.append(refetch)
+                }
             }
             guard record.state == .archived else { continue }
             if record.givenUp != nil, previouslyWatched?(record.id) ?? true { continue }

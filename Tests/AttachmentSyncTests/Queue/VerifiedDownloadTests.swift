@@ -130,6 +130,29 @@ struct VerifiedDownloadTests {
         #expect(try device.filesOnDisk().isEmpty)
     }
 
+    @Test("content downloaded before its row brought a hash is fetched again when the hash disagrees")
+    func contentDisagreeingWithALaterHashIsRefetched() async throws {
+        let (emissions, emit) = AsyncThrowingStream.makeStream(of: [WatchedAttachmentItem].self)
+        let device = try QueueHarness(customWatch: CustomWatch { _ in { emissions } })
+        let remote = try device.memoryRemote
+        // Bytes damaged on the way, with no hash anywhere yet: nothing can tell.
+        await remote.setFile(Data("damaged".utf8), named: "p1.jpg")
+        try await device.queue.startSync()
+        emit.yield([try WatchedAttachmentItem(id: "p1", fileExtension: "jpg")])
+        try await device.waitForState("p1", .synced)
+        #expect(device.bytesOnDisk("p1.jpg") == Data("damaged".utf8))
+
+        // The row now carries the uploader's hash: the content is not trusted over it.
+        await remote.setFile(Data("right".utf8), named: "p1.jpg")
+        emit.yield([
+            try WatchedAttachmentItem(
+                id: "p1", fileExtension: "jpg", contentHash: FileStreaming.sha256(Data("right".utf8)))
+        ])
+        try await waitUntil("the right bytes") { device.bytesOnDisk("p1.jpg") == Data("right".utf8) }
+        try await device.waitForState("p1", .synced)
+        #expect(try await device.queue.attachment(id: "p1")?.contentHash == FileStreaming.sha256(Data("right".utf8)))
+    }
+
     @Test("a watched row's size gives progress its total before the first byte arrives")
     func sizeFromRowGivesProgressTotal() async throws {
         let device = try QueueHarness(

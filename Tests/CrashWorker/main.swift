@@ -1,0 +1,105 @@
+import AttachmentSync
+import Foundation
+
+// A process for the crash test (Tests/AttachmentSyncTests/Queue/ProcessCrashTests.swift) to kill with
+// SIGKILL at random moments: it saves files the app "recorded" (moving them into the queue), deletes some,
+// purges some, and syncs with a folder remote, for ever, journaling each intent before it acts and each
+// outcome after. Every run continues where the journal ends.
+//
+// Usage: attachment-sync-crash-worker ROOT SEED
+//   ROOT/app.sqlite, ROOT/attachments, ROOT/remote, ROOT/user (the files handed over), ROOT/journal.
+
+let arguments = CommandLine.arguments
+guard arguments.count == 3, let seed = UInt64(arguments[2]) else {
+    FileHandle.standardError.write(Data("usage: attachment-sync-crash-worker ROOT SEED\n".utf8))
+    exit(2)
+}
+let root = URL(fileURLWithPath: arguments[1])
+
+/// The content of file number `n`: deterministic, so the test knows what it must find.
+func content(_ n: Int) -> Data {
+    var state = UInt64(n) &* 0x9E37_79B9_7F4A_7C15 &+ 1
+    let size = Int(state % 150_000) + 1
+    return Data(
+        (0..<size).map { _ in
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return UInt8(truncatingIfNeeded: state >> 33)
+        })
+}
+
+/// Appends a line to the journal with one `write`, so a kill leaves whole lines (or none) behind.
+func journal(_ line: String) {
+    let handle = FileHandle(forWritingAtPath: root.appendingPathComponent("journal").path)!
+    handle.seekToEndOfFile()
+    handle.write(Data((line + "\n").utf8))
+    handle.closeFile()
+}
+
+var random = seed
+@MainActor func next(below bound: Int) -> Int {
+    random = random &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+    return Int((random >> 33) % UInt64(bound))
+}
+
+let schema = Schema(tables: [Table(name: "rows", columns: [.text("attachment_id")]), createAttachmentTable()])
+let db = try LocalDatabase(path: root.appendingPathComponent("app.sqlite").path, schema: schema)
+var configuration = AttachmentQueue.Configuration(
+    attachmentsDirectory: root.appendingPathComponent("attachments").path)
+configuration.syncInterval = .zero
+configuration.maxCacheBytes = 400_000
+configuration.archivedCacheLimit = 3
+let queue = AttachmentQueue(
+    db: db, remoteStorage: FileSystemRemoteStorage(directory: root.appendingPathComponent("remote")),
+    configuration: configuration)
+try await queue.waitForInit()
+
+let journalPath = root.appendingPathComponent("journal").path
+if !FileManager.default.fileExists(atPath: journalPath) {
+    _ = FileManager.default.createFile(atPath: journalPath, contents: nil)
+}
+let previous = (try? String(contentsOfFile: journalPath, encoding: .utf8)) ?? ""
+var number =
+    previous.split(separator: "\n").compactMap { line -> Int? in
+        let parts = line.split(separator: " ")
+        return parts.count == 2 && parts[0] == "prepared" ? Int(parts[1]) : nil
+    }.max().map { $0 + 1 } ?? 0
+var saved: [Int] = previous.split(separator: "\n").compactMap { line in
+    let parts = line.split(separator: " ")
+    return parts.count == 2 && parts[0] == "saved" ? Int(parts[1]) : nil
+}
+
+let user = root.appendingPathComponent("user")
+try FileManager.default.createDirectory(at: user, withIntermediateDirectories: true)
+while true {
+    switch next(below: 10) {
+    case 0..<5:
+        // The app recorded a file; it hands it over.
+        let source = user.appendingPathComponent("f\(number).bin")
+        try content(number).write(to: source)
+        journal("prepared \(number)")
+        let id = "f\(number)"
+        let referenced = next(below: 2) == 0
+        _ = try await queue.saveFile(fileURL: source, mediaType: nil, id: id, moveFile: true) { tx, attachment in
+            if referenced {
+                try tx.execute(
+                    sql: "INSERT INTO rows (id, attachment_id) VALUES (?, ?)", arguments: [id, attachment.id])
+            }
+        }
+        journal("saved \(number)")
+        saved.append(number)
+        number += 1
+    case 5:
+        guard !saved.isEmpty else { continue }
+        let victim = saved.remove(at: next(below: saved.count))
+        journal("deleting \(victim)")
+        try? await queue.deleteFile(attachmentId: "f\(victim)") { tx, attachment in
+            try tx.execute(sql: "DELETE FROM rows WHERE attachment_id = ?", arguments: [attachment.id])
+        }
+        journal("deleted \(victim)")
+    case 6:
+        guard !saved.isEmpty else { continue }
+        _ = try? await queue.purge(attachmentId: "f\(saved[next(below: saved.count)])")
+    default:
+        try await queue.syncNow()
+    }
+}
