@@ -122,9 +122,22 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     private let latency: Duration
     private let clock: any Clock<Duration>
 
-    private var storedFiles: [String: Data] = [:]
+    /// A filename by its bytes, as an object store keys objects: Swift's `==` would merge names that differ
+    /// only in their Unicode form (`"é"` composed or not), which S3 keeps apart.
+    private struct Key: Hashable {
+        let bytes: [UInt8]
+        let name: String
+        init(_ name: String) {
+            self.name = name
+            bytes = Array(name.utf8)
+        }
+        static func == (lhs: Key, rhs: Key) -> Bool { lhs.bytes == rhs.bytes }
+        func hash(into hasher: inout Hasher) { hasher.combine(bytes) }
+    }
+
+    private var storedFiles: [Key: Data] = [:]
     /// The SHA-256 stored with each file at upload (``Attachment/contentHash``), like an object's metadata.
-    private var storedHashes: [String: String] = [:]
+    private var storedHashes: [Key: String] = [:]
     private var oneShotFailures: [OneShotFailure] = []
     private var permanentFailures: [Operation: any Error] = [:]
     private var lastID: UInt64 = 0
@@ -235,8 +248,8 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
         let failure = beginCall(.upload, filename: attachment.filename)
         defer { endCall() }
         try await prepare(failure: failure)
-        storedFiles[attachment.filename] = data
-        storedHashes[attachment.filename] = attachment.contentHash
+        storedFiles[Key(attachment.filename)] = data
+        storedHashes[Key(attachment.filename)] = attachment.contentHash
     }
 
     /// Returns the file named ``Attachment/filename``.
@@ -272,8 +285,8 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
         let failure = beginCall(.delete, filename: attachment.filename)
         defer { endCall() }
         try await prepare(failure: failure)
-        storedFiles[attachment.filename] = nil
-        storedHashes[attachment.filename] = nil
+        storedFiles[Key(attachment.filename)] = nil
+        storedHashes[Key(attachment.filename)] = nil
     }
 
     // MARK: - Streaming and ranged downloads
@@ -344,7 +357,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
             try await downloadFile(attachment: attachment, to: destination, progress: progress)
         }
         let name = attachment.filename
-        return RemoteObjectInfo(size: storedFiles[name].map { Int64($0.count) }, sha256: storedHashes[name])
+        return RemoteObjectInfo(size: storedFiles[Key(name)].map { Int64($0.count) }, sha256: storedHashes[Key(name)])
     }
 
     /// Makes downloads stop at byte `offset` of the file until ``release()`` (which lets every later
@@ -376,7 +389,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
 
     /// The stored file named ``Attachment/filename``, or ``AttachmentError/Code-swift.struct/remoteNotFound``.
     private func storedFile(for attachment: Attachment) throws -> Data {
-        guard let data = storedFiles[attachment.filename] else {
+        guard let data = storedFiles[Key(attachment.filename)] else {
             throw AttachmentError(
                 code: .remoteNotFound,
                 message: "Remote storage has no file named '\(attachment.filename)'",
@@ -401,7 +414,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     /// #expect(await storage.files.keys.sorted() == ["a.jpg", "b.jpg"])
     /// ```
     public var files: [String: Data] {
-        storedFiles
+        Dictionary(storedFiles.map { ($0.key.name, $0.value) }, uniquingKeysWith: { first, _ in first })
     }
 
     /// The stored file named `name`, or `nil` when there is none.
@@ -413,7 +426,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     /// - Parameter name: A filename.
     /// - Returns: The file's contents, or `nil`.
     public func file(named name: String) -> Data? {
-        storedFiles[name]
+        storedFiles[Key(name)]
     }
 
     /// Stores a file directly, as if another device had uploaded it: no call is counted or logged, and no
@@ -427,8 +440,8 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     ///   - data: The file's contents.
     ///   - name: The filename to store it under, replacing any file of that name.
     public func setFile(_ data: Data, named name: String) {
-        storedFiles[name] = data
-        storedHashes[name] = nil
+        storedFiles[Key(name)] = data
+        storedHashes[Key(name)] = nil
     }
 
     /// Stores a file directly with the SHA-256 an uploading device would have stored with it, as if another
@@ -438,13 +451,13 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     /// await storage.setFile(photo, named: "b.jpg", sha256: hexSHA256(of: photo))
     /// ```
     public func setFile(_ data: Data, named name: String, sha256: String?) {
-        storedFiles[name] = data
-        storedHashes[name] = sha256
+        storedFiles[Key(name)] = data
+        storedHashes[Key(name)] = sha256
     }
 
     /// The SHA-256 stored with the file named `name` at upload, or `nil` when none was (or there is no file).
     public func storedSHA256(named name: String) -> String? {
-        storedHashes[name]
+        storedHashes[Key(name)]
     }
 
     /// Removes a file directly, as if another device had deleted it: no call is counted or logged. Does
@@ -456,8 +469,8 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     ///
     /// - Parameter name: The filename to remove.
     public func removeFile(named name: String) {
-        storedFiles[name] = nil
-        storedHashes[name] = nil
+        storedFiles[Key(name)] = nil
+        storedHashes[Key(name)] = nil
     }
 
     // MARK: - Injecting failures

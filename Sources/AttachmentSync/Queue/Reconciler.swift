@@ -159,7 +159,8 @@ struct Reconciler: Sendable {
     /// - An archived record whose transfer was given up stays as it is (no retry loop behind the error
     ///   handler's back), unless a row refers to it anew: it was not in the previous emission
     ///   (`previouslyWatched` says so; when it is `nil`, nothing is known and the record stays). Then it is
-    ///   queued again like any archived record, its give-up forgotten.
+    ///   queued again like any archived record, its give-up forgotten. A given-up delete stays whatever the
+    ///   rows say: the app asked for it.
     /// - A `synced` or `queuedDownload` record whose id is no longer watched is archived. Records waiting
     ///   for upload or delete are left alone: their transfer must finish first.
     func reconcile(
@@ -212,6 +213,8 @@ struct Reconciler: Sendable {
                 }
             }
             guard record.state == .archived else { continue }
+            // A delete the app asked for is never undone by a row: only retry(attachmentId:) moves it on.
+            if record.givenUp == .queuedDelete { continue }
             if record.givenUp != nil, previouslyWatched?(record.id) ?? true { continue }
             if record.localPath != nil {
                 if record.hasSynced {

@@ -13,9 +13,11 @@ import Testing
 @Suite("Model-based histories", .serialized)
 struct ModelBasedTests {
     static let environment = ProcessInfo.processInfo.environment
-    static let histories = environment["ATTACHMENT_SYNC_MODEL_HISTORIES"].flatMap(Int.init) ?? 1500
+    static let histories = environment["ATTACHMENT_SYNC_MODEL_HISTORIES"].flatMap(Int.init) ?? 2000
     static let firstSeed = environment["ATTACHMENT_SYNC_MODEL_SEED"].flatMap(UInt64.init) ?? 1
     static let length = environment["ATTACHMENT_SYNC_MODEL_LENGTH"].flatMap(Int.init) ?? 30
+    /// `ATTACHMENT_SYNC_MODEL_SHRINK=0` reports a failing history as it is, without shrinking it.
+    static let shrinks = environment["ATTACHMENT_SYNC_MODEL_SHRINK"] != "0"
 
     @Test("random histories with crashes and remote faults keep every invariant")
     func randomHistories() async throws {
@@ -43,7 +45,10 @@ struct ModelBasedTests {
             return nil
         }
         guard let (history, violations) = failure else { return }
-        let shrunk = await Self.shrink(history, kind: Self.kind(of: violations[0]))
+        let shrunk =
+            Self.shrinks
+            ? await Self.shrink(history, kind: Self.kind(of: violations[0]))
+            : (history: history, violations: violations)
         Issue.record(
             """
             history \(history.seed) broke an invariant: \(violations.joined(separator: "\n  "))

@@ -130,6 +130,12 @@ struct GivenUpTests {
         #expect(try device.filesOnDisk().isEmpty)
         try await device.queue.expireCache()
         #expect(try await device.state(of: photo.id) == .archived, "not evicted: it tells the remote copy is left")
+        // A row referring to the id again does not undo the delete the app asked for.
+        await device.queue.reconcile([])
+        await device.queue.reconcile([try WatchedAttachmentItem(id: photo.id, fileExtension: "jpg")])
+        try await device.queue.syncNow()
+        #expect(try await device.queue.attachment(id: photo.id)?.givenUp == .queuedDelete)
+        #expect(await remote.downloadCount == 0)
 
         try await device.queue.retry(attachmentId: photo.id)
         try await device.queue.syncNow()
