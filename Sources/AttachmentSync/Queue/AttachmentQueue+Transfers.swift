@@ -272,58 +272,14 @@ extension AttachmentQueue {
                 _ = try await context.local.saveFile(filePath: stagingPath, data: data)
             }
             try Task.checkCancellation()
-            try await context.local.moveFile(sourcePath: stagingPath, targetPath: finalPath)
-            let store = context.store
-            let timestamp = context.timestamps.next()
-            let now = clampedMilliseconds(context.currentDate())
-            let contentColumns: [(column: String, value: (any SqlValueConvertible)?)] = [
-                ("has_synced", true), ("size", size), ("local_uri", localName), ("content_hash", sha256),
-                ("last_used_at", now),
-            ]
-            // A queued download commits only while still queued (archived or deleted meanwhile: superseded);
-            // one asked for on a record without content also lands on a synced or archived record that is
-            // still without content, which keeps its state.
-            let accepted: Set<AttachmentState> =
-                record.state == .queuedDownload ? [.queuedDownload] : [.queuedDownload, .synced, .archived]
-            // The record may have learned a hash or size while the bytes came (a row carrying them): they
-            // must match it too.
-            let known = try await context.db.writeTransaction { tx -> (committed: Bool, current: AttachmentRecord?) in
-                guard let current = try store.record(id: record.id, in: tx), accepted.contains(current.state),
-                    current.state == .queuedDownload || current.localPath == nil,
-                    current.contentHash.map({ $0.lowercased() == sha256 }) ?? true,
-                    current.size.map({ $0 == size }) ?? true
-                else { return (false, try store.record(id: record.id, in: tx)) }
-                if current.state == .queuedDownload {
-                    return (
-                        try store.transition(
-                            id: record.id, from: .queuedDownload, to: .synced, timestamp: timestamp,
-                            set: contentColumns + retryStateCleared, in: tx), current
-                    )
-                }
-                return (try store.update(id: record.id, ifState: current.state, set: contentColumns, in: tx), current)
-            }
-            if !known.committed, let current = known.current, current.localPath == nil,
-                current.contentHash.map({ $0.lowercased() != sha256 }) ?? false
-                    || current.size.map({ $0 != size }) ?? false
-            {
-                try await context.local.deleteFile(filePath: finalPath)
-                throw AttachmentError(
-                    code: .integrityMismatch,
-                    message: "downloaded content of attachment \(String(reflecting: record.id)) does not match the "
-                        + "hash or size it is now known to have; the file was discarded",
-                    attachmentId: record.id, path: finalPath)
-            }
-            let committed = known.committed
-            if !committed {
-                // Archived or deleted meanwhile: unless the record took the file after all, remove it.
-                let current = try await context.db.readTransaction { tx in try store.record(id: record.id, in: tx) }
-                if current?.localPath != localName {
-                    try await context.local.deleteFile(filePath: finalPath)
-                }
-                return .superseded
-            }
-            context.logger.debug("downloaded", metadata: ["attachment": "\(record.id)", "bytes": "\(size)"])
-            return .completed(bytes: size)
+            // From the move on, a cancellation (stopSync, close, the record archived) must not cut the commit
+            // or the clean-up short: the file would be in place with no record claiming it, and once the
+            // record is gone no startup could tell whose it is. The rest runs to its end in a task of its own.
+            return try await Task {
+                try await commitDownload(
+                    record, size: size, sha256: sha256, stagingPath: stagingPath, finalPath: finalPath,
+                    localName: localName, context)
+            }.value
         } catch {
             let code = (error as? AttachmentError)?.code
             let resumable =
@@ -337,6 +293,66 @@ extension AttachmentQueue {
             }
             throw error
         }
+    }
+
+    /// Moves a verified download into place and commits it; when the record no longer wants it (archived,
+    /// deleted, or now known to have other content), removes the file again. Runs without cancellation.
+    private nonisolated static func commitDownload(
+        _ record: AttachmentRecord, size: Int64, sha256: String, stagingPath: String, finalPath: String,
+        localName: String, _ context: TransferContext
+    ) async throws -> TransferOutcome {
+        try await context.local.moveFile(sourcePath: stagingPath, targetPath: finalPath)
+        let store = context.store
+        let timestamp = context.timestamps.next()
+        let now = clampedMilliseconds(context.currentDate())
+        let contentColumns: [(column: String, value: (any SqlValueConvertible)?)] = [
+            ("has_synced", true), ("size", size), ("local_uri", localName), ("content_hash", sha256),
+            ("last_used_at", now),
+        ]
+        // A queued download commits only while still queued (archived or deleted meanwhile: superseded);
+        // one asked for on a record without content also lands on a synced or archived record that is
+        // still without content, which keeps its state.
+        let accepted: Set<AttachmentState> =
+            record.state == .queuedDownload ? [.queuedDownload] : [.queuedDownload, .synced, .archived]
+        // The record may have learned a hash or size while the bytes came (a row carrying them): they
+        // must match it too.
+        let known = try await context.db.writeTransaction { tx -> (committed: Bool, current: AttachmentRecord?) in
+            guard let current = try store.record(id: record.id, in: tx), accepted.contains(current.state),
+                current.state == .queuedDownload || current.localPath == nil,
+                current.contentHash.map({ $0.lowercased() == sha256 }) ?? true,
+                current.size.map({ $0 == size }) ?? true
+            else { return (false, try store.record(id: record.id, in: tx)) }
+            if current.state == .queuedDownload {
+                return (
+                    try store.transition(
+                        id: record.id, from: .queuedDownload, to: .synced, timestamp: timestamp,
+                        set: contentColumns + retryStateCleared, in: tx), current
+                )
+            }
+            return (try store.update(id: record.id, ifState: current.state, set: contentColumns, in: tx), current)
+        }
+        if !known.committed, let current = known.current, current.localPath == nil,
+            current.contentHash.map({ $0.lowercased() != sha256 }) ?? false
+                || current.size.map({ $0 != size }) ?? false
+        {
+            try await context.local.deleteFile(filePath: finalPath)
+            throw AttachmentError(
+                code: .integrityMismatch,
+                message: "downloaded content of attachment \(String(reflecting: record.id)) does not match the "
+                    + "hash or size it is now known to have; the file was discarded",
+                attachmentId: record.id, path: finalPath)
+        }
+        let committed = known.committed
+        if !committed {
+            // Archived or deleted meanwhile: unless the record took the file after all, remove it.
+            let current = try await context.db.readTransaction { tx in try store.record(id: record.id, in: tx) }
+            if current?.localPath != localName {
+                try await context.local.deleteFile(filePath: finalPath)
+            }
+            return .superseded
+        }
+        context.logger.debug("downloaded", metadata: ["attachment": "\(record.id)", "bytes": "\(size)"])
+        return .completed(bytes: size)
     }
 
     /// Throws ``AttachmentError/Code-swift.struct/integrityMismatch`` unless the downloaded file (`size`

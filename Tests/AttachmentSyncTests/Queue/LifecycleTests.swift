@@ -71,6 +71,46 @@ final class GatedStorage: LocalStorageAdapter {
     func listDirectory(path: String) async throws -> [String] { try await base.listDirectory(path: path) }
 }
 
+/// Local storage that stops right after moving a file to `name` (once) and waits at a gate the test opens: a
+/// transfer caught between its file and its commit, where the test can interrupt it.
+final class PauseAfterMoveStorage: LocalStorageAdapter {
+    let base = FileManagerStorageAdapter()
+    let target: Mutex<String?>
+    let arrived = AsyncStream.makeStream(of: Void.self)
+    let gate = AsyncStream.makeStream(of: Void.self)
+
+    init(pausingAfterMovingTo name: String) { target = Mutex(name) }
+
+    func moveFile(sourcePath: String, targetPath: String) async throws {
+        try await base.moveFile(sourcePath: sourcePath, targetPath: targetPath)
+        let hit = target.withLock { name -> Bool in
+            guard let wanted = name, (targetPath as NSString).lastPathComponent == wanted else { return false }
+            name = nil
+            return true
+        }
+        guard hit else { return }
+        arrived.continuation.yield()
+        var iterator = gate.stream.makeAsyncIterator()
+        _ = await iterator.next()
+    }
+    func saveFile(filePath: String, data: Data) async throws -> Int64 {
+        try await base.saveFile(filePath: filePath, data: data)
+    }
+    func readFile(filePath: String, mediaType: String?) async throws -> Data {
+        try await base.readFile(filePath: filePath, mediaType: mediaType)
+    }
+    func deleteFile(filePath: String) async throws { try await base.deleteFile(filePath: filePath) }
+    func fileExists(filePath: String) async throws -> Bool { try await base.fileExists(filePath: filePath) }
+    func fileSize(filePath: String) async throws -> Int64? { try await base.fileSize(filePath: filePath) }
+    func makeDir(path: String) async throws { try await base.makeDir(path: path) }
+    func rmDir(path: String) async throws { try await base.rmDir(path: path) }
+    func copyFile(sourcePath: String, targetPath: String) async throws {
+        try await base.copyFile(sourcePath: sourcePath, targetPath: targetPath)
+    }
+    func listDirectory(path: String) async throws -> [String] { try await base.listDirectory(path: path) }
+    func plainFileURL(filePath: String) -> URL? { base.plainFileURL(filePath: filePath) }
+}
+
 @Suite("Lifecycle and single-flight edges", .cleansUp)
 struct LifecycleTests {
     @Test("a caller joining a download whose only waiter cancelled gets the content, not CancellationError")
@@ -163,5 +203,35 @@ struct LifecycleTests {
         await #expect(throws: AttachmentError.self) {
             try await queue.saveFile(data: testBytes(1), mediaType: nil, fileExtension: "jpg")
         }
+    }
+
+    @Test("a download interrupted between moving its file into place and its commit leaves no unclaimed file")
+    func interruptedCommitLeavesNoOrphan() async throws {
+        // Found by the model-based test (history 1813): the row went away while a download was between its
+        // file and its commit; the record was archived and trimmed, the interrupted commit left `^r1.bin`
+        // behind, and no startup could tell whose it was.
+        let storage = PauseAfterMoveStorage(pausingAfterMovingTo: "v.jpg")
+        let device = try QueueHarness(watch: true, localStorage: storage) { $0.archivedCacheLimit = 0 }
+        try await device.memoryRemote.setFile(
+            testBytes(5_000), named: "v.jpg", sha256: FileStreaming.sha256(testBytes(5_000)))
+        try await device.addChecklist("c1", photo: "v")
+        try await device.queue.startSync()
+        var arrived = storage.arrived.stream.makeAsyncIterator()
+        _ = await arrived.next()
+
+        // The row goes away: the record is archived (which cancels its download), then trimmed.
+        try await device.setPhoto(checklist: "c1", photo: nil)
+        let states = try device.db.watch(sql: "SELECT state FROM attachments WHERE id = ?", parameters: ["v"]) {
+            try $0.getInt(name: "state")
+        }
+        _ = try await withDeadline("v to be archived") {
+            try await states.first { $0.allSatisfy { $0 == AttachmentState.archived.rawValue } }
+        }
+        storage.gate.continuation.yield()
+        try await device.waitForState("v", nil)
+        await device.queue.stopSync()
+
+        #expect(try await device.queue.attachment(id: "v") == nil)
+        #expect(try !device.filesOnDisk().contains("v.jpg"), "v.jpg is on disk and no record claims it")
     }
 }
