@@ -46,6 +46,21 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
         /// ``AttachmentSync/AttachmentError/Code-swift.struct/remoteUnavailable``. Applies to the client the
         /// adapter creates, not to one you pass in. The default is 60 seconds.
         public var requestTimeout: Duration = .seconds(60)
+        /// Whether each file's SHA-256 is kept on the server beside it, in a small companion file named
+        /// `.attachment-sync-sha256-<filename>` (written before the file, deleted after it), and returned with
+        /// every download so the queue checks bytes that any device uploaded. Turn it off for a server that
+        /// accepts only the files themselves; downloads are then checked against their size (and against the
+        /// hash the queue knows from its own saves or from the watched rows). The default is `true`.
+        public var storesContentHashes: Bool = true
+        /// The slowest an upload or download may move before it is stopped with
+        /// ``AttachmentSync/AttachmentError/Code-swift.struct/remoteUnavailable`` and left for the queue to try
+        /// again, so a server that trickles bytes cannot hold it for ever; `nil` lets transfers take any time.
+        /// See ``MinimumTransferRate``. The default is ``MinimumTransferRate/default``: 16 KiB in every 30
+        /// seconds.
+        public var minimumTransferRate: MinimumTransferRate? = .default
+        /// The clock ``minimumTransferRate`` is measured with (tests pass a manual one). The default is a
+        /// `ContinuousClock`.
+        public var clock: any Clock<Duration> = ContinuousClock()
         /// Where the adapter logs requests and failures, at debug level; never header values or file contents.
         /// The default discards everything.
         public var logger: Logger = Logger(label: "AttachmentSyncS3.HTTPRemoteStorage") { _ in
@@ -83,6 +98,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
             guard requestTimeout > .zero else {
                 throw fail("requestTimeout", "must be positive, not \(requestTimeout)")
             }
+            try minimumTransferRate?.validate(as: "minimumTransferRate")
         }
     }
 
@@ -108,7 +124,8 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
             ?? HTTPTransport.makeClient(
                 connectTimeout: configuration.connectTimeout, requestTimeout: configuration.requestTimeout)
         self.transport = HTTPTransport(
-            client: client, service: "HTTP", logger: configuration.logger, observer: configuration.requestObserver)
+            client: client, service: "HTTP", logger: configuration.logger, observer: configuration.requestObserver,
+            minimumRate: configuration.minimumTransferRate, clock: configuration.clock)
         self.ownsClient = LockedValue(httpClient == nil)
     }
 
@@ -129,7 +146,14 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
     /// - Throws: `invalidName` for a filename that is empty, `.` or `..`, or contains `/` or `\`: servers decode
     ///   `%2F` and resolve `..`, so such a name could reach another folder.
     public func url(for attachment: Attachment) throws -> URL {
-        let filename = attachment.filename
+        try url(named: attachment.filename, attachment: attachment)
+    }
+
+    /// The prefix of the companion file that keeps a file's SHA-256 (see
+    /// ``Configuration/storesContentHashes``).
+    public static let contentHashPrefix = ".attachment-sync-sha256-"
+
+    private func url(named filename: String, attachment: Attachment) throws -> URL {
         guard !filename.isEmpty, filename != ".", filename != "..", !filename.contains("/"), !filename.contains("\\")
         else {
             throw AttachmentError(
@@ -139,19 +163,26 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
         }
         var base = configuration.baseURL.absoluteString
         while base.hasSuffix("/") { base.removeLast() }
-        let text = base + "/" + SigV4Signer.uriEncode(attachment.filename)
+        let text = base + "/" + SigV4Signer.uriEncode(filename)
         guard let url = URL(string: text) else {
             throw AttachmentError(
-                code: .invalidName, message: "cannot form a URL for \(String(reflecting: attachment.filename))",
-                attachmentId: attachment.id, name: attachment.filename)
+                code: .invalidName, message: "cannot form a URL for \(String(reflecting: filename))",
+                attachmentId: attachment.id, name: filename)
         }
         return url
     }
 
     // MARK: - RemoteStorageAdapter
 
-    /// Uploads `data` with one `PUT`.
+    /// Uploads `data` with one `PUT` (after its SHA-256, when ``Configuration/storesContentHashes``).
+    ///
+    /// - Throws: `integrityMismatch` when the attachment's ``AttachmentSync/Attachment/contentHash`` says its
+    ///   content is other bytes.
     public func uploadFile(data: Data, attachment: Attachment) async throws {
+        _ = try url(for: attachment)
+        let sha256 = FileIO.digests(of: data).sha256
+        try S3RemoteStorage.checkContent(sha256, of: attachment, key: attachment.filename)
+        try await storeContentHash(sha256, of: attachment)
         var request = try await request(.PUT, attachment: attachment)
         if let mediaType = attachment.mediaType, !mediaType.isEmpty {
             request.headers.replaceOrAdd(name: "content-type", value: mediaType)
@@ -163,88 +194,184 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
     }
 
     /// Downloads the file into memory; throws `remoteNotFound` on 404.
+    ///
+    /// Files larger than 1 GiB fail with `unsupported`: use the streaming
+    /// ``downloadFile(attachment:into:from:progress:)``, which the queue always calls.
     public func downloadFile(attachment: Attachment) async throws -> Data {
         let request = try await request(.GET, attachment: attachment)
         let event = event("GET", attachment)
         let response = try await transport.send(request, event: event, attachmentId: attachment.id) { $0 == .ok }
-        return Data(
-            try await transport.collect(response, event: event, attachmentId: attachment.id, upTo: .max)
-                .readableBytesView)
+        return try await transport.collectObject(response, event: event, attachmentId: attachment.id)
     }
 
-    /// Deletes the file; a 404 or 410 is success.
+    /// Deletes the file, then its stored SHA-256; a 404 or 410 is success.
     public func deleteFile(attachment: Attachment) async throws {
-        let request = try await request(.DELETE, attachment: attachment)
-        let event = event("DELETE", attachment)
-        let response = try await transport.send(request, event: event, attachmentId: attachment.id) {
-            (200..<300).contains($0.code) || $0 == .notFound || $0 == .gone
+        try await delete(try url(for: attachment), attachment: attachment)
+        if configuration.storesContentHashes {
+            try await delete(
+                try url(named: Self.contentHashPrefix + attachment.filename, attachment: attachment),
+                attachment: attachment)
         }
-        _ = try? await response.body.collect(upTo: HTTPTransport.maxErrorBody)
     }
 
-    /// Uploads the file with one `PUT`, streaming it in chunks; progress counts bytes handed to the network.
+    /// Uploads the file with one `PUT`, streaming it in chunks (after the attachment's SHA-256, when
+    /// ``Configuration/storesContentHashes``: its ``AttachmentSync/Attachment/contentHash``, or the file's
+    /// when it has none); progress counts bytes handed to the network.
     public func uploadFile(
         fileURL: URL, attachment: Attachment, progress: @escaping TransferProgressHandler
     ) async throws {
         let size = try FileIO.size(of: fileURL)
+        if configuration.storesContentHashes {
+            let sha256: String
+            if let recorded = validSHA256(attachment.contentHash) {
+                sha256 = recorded
+            } else {
+                sha256 = try await FileIO.digests(of: fileURL, offset: 0, length: size).sha256
+            }
+            try await storeContentHash(sha256, of: attachment)
+        }
         var request = try await request(.PUT, attachment: attachment)
         if let mediaType = attachment.mediaType, !mediaType.isEmpty {
             request.headers.replaceOrAdd(name: "content-type", value: mediaType)
         }
-        let sent = LockedValue<Int64>(0)
-        let chunks = FileChunks(url: fileURL, offset: 0, length: size) { count in
-            let total = sent.withLock { sent -> Int64 in
-                sent += Int64(count)
-                return sent
-            }
-            progress(TransferProgress(completedBytes: total, totalBytes: size))
-        }
-        request.body = .stream(chunks, length: .known(size))
-        progress(TransferProgress(completedBytes: 0, totalBytes: size))
         let event = event("PUT", attachment)
-        let response = try await transport.send(request, event: event, attachmentId: attachment.id)
-        _ = try await transport.collect(response, event: event, attachmentId: attachment.id, upTo: 1 << 20)
+        try await transport.watched(event, attachmentId: attachment.id) { [request] meter in
+            var request = request
+            let sent = LockedValue<Int64>(0)
+            let chunks = FileChunks(url: fileURL, offset: 0, length: size) { count in
+                meter.add(Int64(count))
+                let total = sent.withLock { sent -> Int64 in
+                    sent += Int64(count)
+                    return sent
+                }
+                progress(TransferProgress(completedBytes: total, totalBytes: size))
+            }
+            request.body = .stream(chunks, length: .known(size))
+            progress(TransferProgress(completedBytes: 0, totalBytes: size))
+            let response = try await self.transport.send(request, event: event, attachmentId: attachment.id)
+            _ = try await self.transport.collect(response, event: event, attachmentId: attachment.id, upTo: 1 << 20)
+        }
     }
 
     /// Downloads the file into `destination` (created or replaced), streaming it. On failure the bytes
     /// received so far stay in `destination`, so the download can resume with
-    /// ``downloadFile(attachment:appendingTo:from:progress:)``.
+    /// ``downloadFile(attachment:into:from:progress:)``.
     public func downloadFile(
         attachment: Attachment, to destination: URL, progress: @escaping TransferProgressHandler
     ) async throws {
-        try await downloadFile(attachment: attachment, appendingTo: destination, from: 0, progress: progress)
+        _ = try await downloadFile(attachment: attachment, into: destination, from: 0, progress: progress)
     }
 
     /// `true`: downloads resume with a ranged GET.
     public var supportsRangedDownloads: Bool { true }
 
     /// Appends the file's bytes from `offset` on to `destination` with a ranged GET, streaming; progress counts
-    /// the whole file. `destination` must hold at least `offset` bytes (anything past `offset` is cut).
+    /// the whole file. `destination` must hold at least `offset` bytes (anything past `offset` is cut). Prefer
+    /// ``downloadFile(attachment:into:from:progress:)``, which also makes sure the file did not change since
+    /// those bytes were fetched.
     public func downloadFile(
         attachment: Attachment, appendingTo destination: URL, from offset: Int64,
         progress: @escaping TransferProgressHandler
     ) async throws {
+        _ = try await download(attachment, into: destination, from: offset, requiresValidator: false, progress)
+    }
+
+    /// Downloads the file into `destination`, streaming, and returns its size and (when
+    /// ``Configuration/storesContentHashes``) the SHA-256 stored beside it, for the queue to check the bytes
+    /// against.
+    ///
+    /// From an `offset` above 0, the rest is fetched with a ranged GET conditional on the file's `ETag` (or
+    /// `Last-Modified` date), kept beside `destination` since the first bytes came: when the file changed
+    /// meanwhile, or nothing proves it did not, the download starts over from byte 0 instead of splicing two
+    /// versions. A file whose size is not the attachment's known ``AttachmentSync/Attachment/size`` is refused
+    /// with `integrityMismatch` before its body is read.
+    public func downloadFile(
+        attachment: Attachment, into destination: URL, from offset: Int64,
+        progress: @escaping TransferProgressHandler
+    ) async throws -> RemoteObjectInfo {
+        try await download(attachment, into: destination, from: offset, requiresValidator: true, progress)
+    }
+
+    private func download(
+        _ attachment: Attachment, into destination: URL, from offset: Int64, requiresValidator: Bool,
+        _ progress: @escaping TransferProgressHandler
+    ) async throws -> RemoteObjectInfo {
+        let sha256 = configuration.storesContentHashes ? try await storedContentHash(of: attachment) : nil
         let event = event("GET", attachment)
-        try await transport.download(
-            to: destination, from: max(0, offset), event: event, attachmentId: attachment.id, progress: progress
-        ) { range, accepts in
-            var request = try await request(.GET, attachment: attachment)
-            if let range {
-                request.headers.replaceOrAdd(name: "range", value: range)
+        let object = try await transport.watched(event, attachmentId: attachment.id) { meter in
+            try await self.transport.download(
+                to: destination, from: max(0, offset), expectedSize: attachment.size,
+                requiresValidator: requiresValidator, event: event, attachmentId: attachment.id, meter: meter,
+                progress: progress
+            ) { range, conditions, accepts in
+                var request = try await self.request(.GET, attachment: attachment)
+                if let range { request.headers.replaceOrAdd(name: "range", value: range) }
+                for (name, value) in conditions { request.headers.replaceOrAdd(name: name, value: value) }
+                return try await self.transport.send(
+                    request, event: event, attachmentId: attachment.id, accepts: accepts)
+            } head: { conditions in
+                var request = try await self.request(.HEAD, attachment: attachment)
+                for (name, value) in conditions { request.headers.replaceOrAdd(name: name, value: value) }
+                return try await self.transport.send(
+                    request, event: self.event("HEAD", attachment), attachmentId: attachment.id, accepts: { _ in true })
             }
-            return try await transport.send(request, event: event, attachmentId: attachment.id, accepts: accepts)
         }
+        return RemoteObjectInfo(size: object.size, sha256: sha256)
+    }
+
+    // MARK: - Stored hashes
+
+    /// Writes the companion file that keeps the attachment's SHA-256, before the file itself: a file is
+    /// never on the server without it (a crash in between leaves only the small companion, overwritten by the
+    /// next try or deleted with the attachment).
+    private func storeContentHash(_ sha256: String, of attachment: Attachment) async throws {
+        guard configuration.storesContentHashes else { return }
+        _ = try url(for: attachment)  // the file's own name first: `.` is no name for it, whatever the prefix
+        let url = try url(named: Self.contentHashPrefix + attachment.filename, attachment: attachment)
+        var request = try await request(.PUT, url: url, attachment: attachment)
+        request.headers.replaceOrAdd(name: "content-type", value: "text/plain")
+        request.body = .bytes(ByteBuffer(string: sha256))
+        let event = event("PUT", attachment, object: Self.contentHashPrefix + attachment.filename)
+        let response = try await transport.send(request, event: event, attachmentId: attachment.id)
+        _ = try await transport.collect(response, event: event, attachmentId: attachment.id, upTo: 1 << 20)
+    }
+
+    /// The SHA-256 kept beside the attachment's file, or `nil` when there is none (or it is not a SHA-256).
+    private func storedContentHash(of attachment: Attachment) async throws -> String? {
+        _ = try url(for: attachment)
+        let name = Self.contentHashPrefix + attachment.filename
+        let request = try await request(.GET, url: try url(named: name, attachment: attachment), attachment: attachment)
+        let event = event("GET", attachment, object: name)
+        let response = try await transport.send(request, event: event, attachmentId: attachment.id) {
+            $0 == .ok || $0 == .notFound || $0 == .gone
+        }
+        let body = try await transport.collect(response, event: event, attachmentId: attachment.id, upTo: 4096)
+        guard response.status == .ok else { return nil }
+        return validSHA256(String(buffer: body))
+    }
+
+    private func delete(_ url: URL, attachment: Attachment) async throws {
+        let request = try await request(.DELETE, url: url, attachment: attachment)
+        let event = event("DELETE", attachment, object: url.lastPathComponent)
+        let response = try await transport.send(request, event: event, attachmentId: attachment.id) {
+            (200..<300).contains($0.code) || $0 == .notFound || $0 == .gone
+        }
+        _ = try? await response.body.collect(upTo: HTTPTransport.maxErrorBody)
     }
 
     // MARK: - Requests
 
-    private func event(_ method: String, _ attachment: Attachment) -> RequestEvent {
-        RequestEvent(operation: method, method: method, object: attachment.filename)
+    private func event(_ method: String, _ attachment: Attachment, object: String? = nil) -> RequestEvent {
+        RequestEvent(operation: method, method: method, object: object ?? attachment.filename)
     }
 
     /// A request for the attachment's URL with the provider's headers.
     private func request(_ method: HTTPMethod, attachment: Attachment) async throws -> HTTPClientRequest {
-        let url = try url(for: attachment)
+        try await request(method, url: try url(for: attachment), attachment: attachment)
+    }
+
+    /// A request for `url` with the provider's headers.
+    private func request(_ method: HTTPMethod, url: URL, attachment: Attachment) async throws -> HTTPClientRequest {
         let headers: [(name: String, value: String)]
         do {
             headers = try await configuration.headers()

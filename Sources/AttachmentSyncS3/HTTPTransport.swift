@@ -33,6 +33,10 @@ struct HTTPTransport: Sendable {
     let service: String
     let logger: Logger
     let observer: RequestObserver?
+    /// The slowest a transfer may move before it is stopped (see ``watched(_:attachmentId:_:)``), or `nil`.
+    var minimumRate: MinimumTransferRate? = nil
+    /// The clock the slow-transfer watchdog measures its windows with.
+    var clock: any Clock<Duration> = ContinuousClock()
 
     /// An HTTP client for an adapter to own: redirects off (a redirect would resend a signed request
     /// elsewhere), the given timeouts.
@@ -93,76 +97,211 @@ struct HTTPTransport: Sendable {
         }
     }
 
-    /// Downloads into `destination`: the whole content when `offset` is 0 (the file is created or replaced),
-    /// otherwise the content from `offset` on, appended to the first `offset` bytes the file holds.
-    ///
-    /// `send` makes the GET, with the given `Range` header value when there is one, accepting the statuses it
-    /// is given. A server that ignores the range (answers 200) has its whole content written from the start; an
-    /// offset at or past the end (416) appends nothing. Progress counts the whole file.
-    func download(
-        to destination: URL, from offset: Int64, event: RequestEvent, attachmentId: String?,
-        progress: @escaping TransferProgressHandler,
-        send: (_ range: String?, _ accepts: @escaping (HTTPResponseStatus) -> Bool) async throws -> HTTPClientResponse
-    ) async throws {
-        if offset == 0 {
-            let response = try await send(nil) { $0 == .ok }
-            let handle = try FileIO.openForWriting(destination, at: 0)
-            defer { try? handle.close() }
-            let length = response.headers.first(name: "content-length").flatMap { Int64($0) }
-            try await write(
-                response, to: handle, url: destination, base: 0, expected: length, total: length,
-                event: event, attachmentId: attachmentId, progress: progress)
-            return
-        }
-        let existing = (try? FileIO.size(of: destination)) ?? 0
-        guard existing >= offset else {
-            throw AttachmentError(
-                code: .fileSystem,
-                message: "cannot resume at byte \(offset): \(destination.path) holds only \(existing) bytes",
-                path: destination.path)
-        }
-        let response = try await send("bytes=\(offset)-") { [.ok, .partialContent, .rangeNotSatisfiable].contains($0) }
-        let handle = try FileIO.openForWriting(destination, at: offset)
-        defer { try? handle.close() }
-        let contentRange = response.headers.first(name: "content-range").flatMap(ContentRange.init)
+    /// The largest object the `Data` form of a download collects into memory: 1 GiB.
+    static let maximumInMemoryDownload: Int64 = 1 << 30
+
+    /// Reads a whole object's body into memory, up to ``maximumInMemoryDownload`` (and never more than its
+    /// `Content-Length`); a larger object fails with `unsupported` (the streaming form has no limit).
+    func collectObject(_ response: HTTPClientResponse, event: RequestEvent, attachmentId: String?) async throws
+        -> Data
+    {
         let length = response.headers.first(name: "content-length").flatMap { Int64($0) }
-        switch response.status {
-        case .partialContent:
-            guard let contentRange, contentRange.start == offset else {
-                _ = try? await response.body.collect(upTo: Self.maxErrorBody)
-                throw AttachmentError(
-                    code: .remoteFailure,
-                    message: "\(service) answered a read from byte \(offset) of \(String(reflecting: event.object)) "
-                        + "with another range", attachmentId: attachmentId, name: event.object)
-            }
-            try await write(
-                response, to: handle, url: destination, base: offset, expected: length,
-                total: contentRange.total, event: event, attachmentId: attachmentId, progress: progress)
-        case .ok:
-            try FileIO.fileSystem(destination) {
-                try handle.truncate(atOffset: 0)
-                try handle.seek(toOffset: 0)
-            }
-            try await write(
-                response, to: handle, url: destination, base: 0, expected: length, total: length,
-                event: event, attachmentId: attachmentId, progress: progress)
-        default:  // 416: nothing left to read
-            _ = try? await response.body.collect(upTo: Self.maxErrorBody)
-            progress(TransferProgress(completedBytes: offset, totalBytes: contentRange?.total ?? offset))
+        func tooLarge() -> AttachmentError {
+            AttachmentError(
+                code: .unsupported,
+                message: "\(service) \(event.operation) of \(String(reflecting: event.object)) is larger than the "
+                    + "\(Self.maximumInMemoryDownload) bytes a download into memory may hold; use the streaming "
+                    + "downloadFile(attachment:into:from:progress:)", attachmentId: attachmentId, name: event.object)
+        }
+        if let length, length > Self.maximumInMemoryDownload { throw tooLarge() }
+        do {
+            let buffer = try await response.body.collect(upTo: Int(length ?? Self.maximumInMemoryDownload))
+            return Data(buffer.readableBytesView)
+        } catch is NIOTooManyBytesError {
+            throw tooLarge()
+        } catch {
+            throw HTTPErrorClassification.transportError(
+                error, service: service, operation: event.operation, object: event.object, attachmentId: attachmentId)
         }
     }
 
-    /// Writes the response body to `handle` chunk by chunk, flushes it to disk and checks its length.
+    /// Downloads into `destination`: the whole content when `offset` is 0 (the file is created or replaced),
+    /// otherwise the content from `offset` on, appended to the first `offset` bytes the file holds, when the
+    /// object is provably the one those bytes came from.
+    ///
+    /// While a download is incomplete, what identifies the object (its `ETag`, else its `Last-Modified`, and its
+    /// size) is kept beside `destination` in a small file (``resumeValidatorURL(for:)``), removed once the
+    /// body is complete. A resume sends it as `If-Match` (or `If-Unmodified-Since`), so a server answers 412
+    /// when the object changed; the download then starts over from byte 0 rather than splice two versions.
+    /// The same happens when a `206` does not cover exactly the rest of an object of the expected size, when
+    /// no validator is kept and `requiresValidator` is `true`, and when a `416` (nothing left to read) is not
+    /// confirmed by `head` to mean an unchanged object of exactly `offset` bytes. A server that ignores the
+    /// range (answers 200) has its whole content written from the start.
+    ///
+    /// `send` makes the GET with the given `Range` header value (or none) and conditional headers, accepting
+    /// the statuses it is given; `head` makes a HEAD request of the object with the given conditional headers.
+    /// When `expectedSize` is known, an object of another size is refused (`integrityMismatch`) before its
+    /// body is read. Progress counts the whole object.
+    func download(
+        to destination: URL, from offset: Int64, expectedSize: Int64?, requiresValidator: Bool, event: RequestEvent,
+        attachmentId: String?, meter: TransferMeter, progress: @escaping TransferProgressHandler,
+        send: (
+            _ range: String?, _ conditions: [(name: String, value: String)],
+            _ accepts: @escaping (HTTPResponseStatus) -> Bool
+        ) async throws -> HTTPClientResponse,
+        head: (_ conditions: [(name: String, value: String)]) async throws -> HTTPClientResponse
+    ) async throws -> DownloadedObject {
+        let validatorURL = Self.resumeValidatorURL(for: destination)
+        if offset > 0 {
+            let existing = (try? FileIO.size(of: destination)) ?? 0
+            guard existing >= offset else {
+                throw AttachmentError(
+                    code: .fileSystem,
+                    message: "cannot resume at byte \(offset): \(destination.path) holds only \(existing) bytes",
+                    path: destination.path)
+            }
+            let validator = ResumeValidator.load(from: validatorURL)
+            if validator != nil || !requiresValidator {
+                if let resumed = try await resume(
+                    destination, from: offset, validator: validator, expectedSize: expectedSize, event: event,
+                    attachmentId: attachmentId, meter: meter, progress: progress, send: send, head: head)
+                {
+                    return resumed
+                }
+            } else {
+                logger.debug(
+                    "nothing tells the object is unchanged since the partial download; starting over",
+                    metadata: ["object": "\(event.object)"])
+            }
+        }
+        let response = try await send(nil, []) { $0 == .ok }
+        return try await writeWhole(
+            response, to: destination, expectedSize: expectedSize, event: event, attachmentId: attachmentId,
+            meter: meter, progress: progress)
+    }
+
+    /// Continues a download from `offset`; `nil` when it must start over instead (the object changed, or the
+    /// server's answer does not prove it did not).
+    private func resume(
+        _ destination: URL, from offset: Int64, validator: ResumeValidator?, expectedSize: Int64?,
+        event: RequestEvent, attachmentId: String?, meter: TransferMeter, progress: @escaping TransferProgressHandler,
+        send: (
+            _ range: String?, _ conditions: [(name: String, value: String)],
+            _ accepts: @escaping (HTTPResponseStatus) -> Bool
+        ) async throws -> HTTPClientResponse,
+        head: (_ conditions: [(name: String, value: String)]) async throws -> HTTPClientResponse
+    ) async throws -> DownloadedObject? {
+        let conditions = validator?.conditions ?? []
+        let response = try await send("bytes=\(offset)-", conditions) {
+            [.ok, .partialContent, .rangeNotSatisfiable, .preconditionFailed].contains($0)
+        }
+        func startOver(_ reason: String) async -> DownloadedObject? {
+            _ = try? await response.body.collect(upTo: Self.maxErrorBody)
+            logger.debug(
+                "starting a resumed download over", metadata: ["object": "\(event.object)", "why": "\(reason)"])
+            return nil
+        }
+        switch response.status {
+        case .ok:
+            return try await writeWhole(
+                response, to: destination, expectedSize: expectedSize, event: event, attachmentId: attachmentId,
+                meter: meter, progress: progress)
+        case .partialContent:
+            guard let range = response.headers.first(name: "content-range").flatMap(ContentRange.init),
+                range.start == offset, let total = range.total, range.end == total - 1
+            else { return await startOver("the 206 does not cover exactly the rest of the object") }
+            guard validator?.size.map({ $0 == total }) ?? true, validator?.matches(response.headers) ?? true else {
+                return await startOver("the object is not the one the partial download came from")
+            }
+            try refuse(total: total, expectedSize: expectedSize, event: event, attachmentId: attachmentId)
+            let handle = try FileIO.openForWriting(destination, at: offset)
+            defer { try? handle.close() }
+            try await write(
+                response, to: handle, url: destination, base: offset, expected: total - offset, total: total,
+                event: event, attachmentId: attachmentId, meter: meter, progress: progress)
+            try? FileManager.default.removeItem(at: Self.resumeValidatorURL(for: destination))
+            return DownloadedObject(size: total, headers: response.headers)
+        case .rangeNotSatisfiable:
+            _ = try? await response.body.collect(upTo: Self.maxErrorBody)
+            // Nothing past `offset`: complete only if the object is exactly `offset` bytes, and unchanged.
+            let confirmation = try await head(conditions)
+            _ = try? await confirmation.body.collect(upTo: Self.maxErrorBody)
+            let length = confirmation.headers.first(name: "content-length").flatMap { Int64($0) }
+            guard confirmation.status == .ok, length == offset, validator?.matches(confirmation.headers) ?? true
+            else {
+                logger.debug(
+                    "starting a resumed download over",
+                    metadata: ["object": "\(event.object)", "why": "416, and the object is not \(offset) bytes"])
+                return nil
+            }
+            try refuse(total: offset, expectedSize: expectedSize, event: event, attachmentId: attachmentId)
+            try FileIO.fileSystem(destination) {
+                let handle = try FileIO.openForWriting(destination, at: offset)
+                try handle.close()
+            }
+            try? FileManager.default.removeItem(at: Self.resumeValidatorURL(for: destination))
+            progress(TransferProgress(completedBytes: offset, totalBytes: offset))
+            return DownloadedObject(size: offset, headers: confirmation.headers)
+        default:  // 412: the object changed since the partial download
+            return await startOver("the object changed (412)")
+        }
+    }
+
+    /// Writes a `200` response's body to `destination` from byte 0, keeping a resume validator meanwhile.
+    private func writeWhole(
+        _ response: HTTPClientResponse, to destination: URL, expectedSize: Int64?, event: RequestEvent,
+        attachmentId: String?, meter: TransferMeter, progress: @escaping TransferProgressHandler
+    ) async throws -> DownloadedObject {
+        let length = response.headers.first(name: "content-length").flatMap { Int64($0) }
+        if let length {
+            try refuse(total: length, expectedSize: expectedSize, event: event, attachmentId: attachmentId)
+        }
+        let validatorURL = Self.resumeValidatorURL(for: destination)
+        let handle = try FileIO.openForWriting(destination, at: 0)
+        defer { try? handle.close() }
+        if let validator = ResumeValidator(headers: response.headers, size: length) {
+            validator.save(to: validatorURL)
+        } else {
+            try? FileManager.default.removeItem(at: validatorURL)
+        }
+        let written = try await write(
+            response, to: handle, url: destination, base: 0, expected: length, total: length, limit: expectedSize,
+            event: event, attachmentId: attachmentId, meter: meter, progress: progress)
+        try? FileManager.default.removeItem(at: validatorURL)
+        return DownloadedObject(size: length ?? written, headers: response.headers)
+    }
+
+    /// Throws `integrityMismatch` when the object's size is not the one expected.
+    private func refuse(total: Int64, expectedSize: Int64?, event: RequestEvent, attachmentId: String?) throws {
+        guard let expectedSize, total != expectedSize else { return }
+        throw AttachmentError(
+            code: .integrityMismatch,
+            message: "\(service) serves \(String(reflecting: event.object)) as \(total) bytes; the attachment has "
+                + "\(expectedSize)", attachmentId: attachmentId, name: event.object)
+    }
+
+    /// Writes the response body to `handle` chunk by chunk, flushes it to disk and checks its length (and, when
+    /// there is a `limit`, that it never goes past it). Returns the bytes written.
+    @discardableResult
     private func write(
         _ response: HTTPClientResponse, to handle: FileHandle, url: URL, base: Int64, expected: Int64?,
-        total: Int64?, event: RequestEvent, attachmentId: String?, progress: TransferProgressHandler
-    ) async throws {
+        total: Int64?, limit: Int64? = nil, event: RequestEvent, attachmentId: String?, meter: TransferMeter,
+        progress: TransferProgressHandler
+    ) async throws -> Int64 {
         var written: Int64 = 0
         progress(TransferProgress(completedBytes: base, totalBytes: total))
         do {
             for try await chunk in response.body {
+                let count = Int64(chunk.readableBytes)
+                if let limit, base + written + count > limit {
+                    throw AttachmentError(
+                        code: .integrityMismatch,
+                        message: "\(service) \(event.operation) of \(String(reflecting: event.object)) sent more "
+                            + "than the attachment's \(limit) bytes", attachmentId: attachmentId, name: event.object)
+                }
                 try FileIO.fileSystem(url) { try handle.write(contentsOf: Data(chunk.readableBytesView)) }
-                written += Int64(chunk.readableBytes)
+                written += count
+                meter.add(count)
                 progress(TransferProgress(completedBytes: base + written, totalBytes: total))
             }
         } catch {
@@ -176,6 +315,121 @@ struct HTTPTransport: Sendable {
                 message: "\(service) \(event.operation) of \(String(reflecting: event.object)) ended after "
                     + "\(written) of \(expected) bytes", attachmentId: attachmentId, name: event.object)
         }
+        return written
+    }
+
+    /// Where the resume validator of a download into `destination` is kept: beside it, named
+    /// `.attachment-sync-etag-<name>` (the name the queue keeps with a partial download and removes with it).
+    static func resumeValidatorURL(for destination: URL) -> URL {
+        destination.deletingLastPathComponent().appendingPathComponent(
+            FileName.resumeValidatorName(for: destination.lastPathComponent))
+    }
+
+    // MARK: - Slow transfers
+
+    /// Runs `body` (one transfer: its request, and the body it sends or receives) under
+    /// ``minimumRate``: when fewer bytes than its minimum move through `body`'s meter in any window, the
+    /// transfer is cancelled and fails with `remoteUnavailable`, so a server that trickles bytes cannot hold
+    /// it (and the queue's transfer slot) for ever. Without a minimum, `body` just runs.
+    func watched<T: Sendable>(
+        _ event: RequestEvent, attachmentId: String?, _ body: @escaping @Sendable (TransferMeter) async throws -> T
+    ) async throws -> T {
+        let meter = TransferMeter()
+        guard let minimumRate else { return try await body(meter) }
+        let clock = self.clock
+        let service = self.service
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await body(meter) }
+            group.addTask {
+                var last = meter.total
+                while true {
+                    try await clock.sleep(for: minimumRate.window)
+                    let now = meter.total
+                    if now - last < minimumRate.bytes {
+                        throw AttachmentError(
+                            code: .remoteUnavailable,
+                            message: "\(service) \(event.operation) of \(String(reflecting: event.object)) moved "
+                                + "\(now - last) bytes in \(minimumRate.window), less than the minimum transfer rate "
+                                + "of \(minimumRate.bytes) bytes per \(minimumRate.window); it was stopped to be "
+                                + "tried again later", attachmentId: attachmentId, name: event.object)
+                    }
+                    last = now
+                }
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let value = first else { throw CancellationError() }
+            return value
+        }
+    }
+}
+
+/// `value` lowercased when it is a SHA-256 in hex (64 hex digits, surrounding spaces ignored), else `nil`.
+func validSHA256(_ value: String?) -> String? {
+    guard let text = value?.trimmingCharacters(in: .whitespacesAndNewlines).lowercased(), text.utf8.count == 64,
+        text.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) })
+    else { return nil }
+    return text
+}
+
+/// What a download learned about the object it fetched: its size, and the headers of the response that
+/// served it (an adapter reads the stored SHA-256 from them).
+struct DownloadedObject: Sendable {
+    var size: Int64?
+    var headers: HTTPHeaders
+}
+
+/// Counts the bytes a transfer moves, for the slow-transfer watchdog.
+final class TransferMeter: Sendable {
+    private let count = LockedValue<Int64>(0)
+
+    func add(_ bytes: Int64) {
+        count.withLock { $0 += bytes }
+    }
+
+    var total: Int64 { count.withLock { $0 } }
+}
+
+/// What identifies the object a partial download came from, kept beside it until the download completes.
+struct ResumeValidator: Codable, Equatable, Sendable {
+    /// A strong `ETag`, when the server sent one.
+    var etag: String?
+    /// The `Last-Modified` date, as sent, when there is no strong `ETag`.
+    var lastModified: String?
+    /// The object's size.
+    var size: Int64?
+
+    /// The validator of a response, or `nil` when it has neither a strong `ETag` nor a `Last-Modified` date.
+    init?(headers: HTTPHeaders, size: Int64?) {
+        let etag = headers.first(name: "etag").flatMap { $0.hasPrefix("W/") || $0.isEmpty ? nil : $0 }
+        let lastModified = etag == nil ? headers.first(name: "last-modified") : nil
+        guard etag != nil || lastModified != nil else { return nil }
+        self.etag = etag
+        self.lastModified = lastModified
+        self.size = size
+    }
+
+    /// The conditional headers that make a server refuse (412) to serve another version of the object.
+    var conditions: [(name: String, value: String)] {
+        if let etag { return [("if-match", etag)] }
+        if let lastModified { return [("if-unmodified-since", lastModified)] }
+        return []
+    }
+
+    /// Whether a response's `ETag`, when it has one, is this validator's.
+    func matches(_ headers: HTTPHeaders) -> Bool {
+        guard let etag, let other = headers.first(name: "etag") else { return true }
+        return other == etag
+    }
+
+    static func load(from url: URL) -> ResumeValidator? {
+        guard let data = try? Data(contentsOf: url) else { return nil }
+        return try? JSONDecoder().decode(ResumeValidator.self, from: data)
+    }
+
+    /// Writes the validator; a failure only costs a resume (the next try starts over).
+    func save(to url: URL) {
+        guard let data = try? JSONEncoder().encode(self) else { return }
+        try? data.write(to: url, options: .atomic)
     }
 }
 

@@ -95,6 +95,15 @@ extension S3RemoteStorage {
         /// parts. The default is `AttachmentSyncS3/multipart-uploads` in the user's caches folder (the
         /// temporary folder when there is none).
         public var stateDirectory: URL = Configuration.defaultStateDirectory
+        /// The slowest an object transfer (an upload, a part, a download) may move before it is stopped with
+        /// ``AttachmentSync/AttachmentError/Code-swift.struct/remoteUnavailable`` and left for the queue to try
+        /// again, so a server that trickles bytes cannot hold it for ever; `nil` lets transfers take any time.
+        /// See ``MinimumTransferRate``. The default is ``MinimumTransferRate/default``: 16 KiB in every 30
+        /// seconds.
+        public var minimumTransferRate: MinimumTransferRate? = .default
+        /// The clock ``minimumTransferRate`` is measured with (tests pass a manual one). The default is a
+        /// `ContinuousClock`.
+        public var clock: any Clock<Duration> = ContinuousClock()
         /// Where the adapter logs requests and failures, at debug level; never credentials or file contents.
         /// The default discards everything.
         public var logger: Logger = Logger(label: "AttachmentSyncS3.S3RemoteStorage") { _ in SwiftLogNoOpLogHandler() }
@@ -168,6 +177,7 @@ extension S3RemoteStorage {
             guard requestTimeout > .zero else {
                 throw fail("requestTimeout", "must be positive, not \(requestTimeout)")
             }
+            try minimumTransferRate?.validate(as: "minimumTransferRate")
             guard credentialsRefreshMargin >= .zero else {
                 throw fail("credentialsRefreshMargin", "is negative: \(credentialsRefreshMargin)")
             }

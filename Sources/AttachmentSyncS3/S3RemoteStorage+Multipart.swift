@@ -130,6 +130,11 @@ extension S3RemoteStorage {
         if let mediaType = attachment.mediaType, !mediaType.isEmpty {
             headers.append(("content-type", mediaType))
         }
+        // The whole file's SHA-256 is not computed here (parts are hashed one by one): the one the queue
+        // recorded at save is stored, as with a single upload.
+        if let sha256 = validSHA256(attachment.contentHash) {
+            headers.append((Self.sha256MetadataHeader, sha256))
+        }
         let request = S3Request(
             method: .POST, key: key, query: [("uploads", "")], headers: headers, operation: "CreateMultipartUpload")
         let response = try await send(request, attachmentId: attachment.id)
@@ -151,19 +156,27 @@ extension S3RemoteStorage {
         let offset = Int64(number - 1) * partSize
         let length = Self.length(ofPart: number, partSize: partSize, fileSize: fileSize)
         let digests = try await FileIO.digests(of: fileURL, offset: offset, length: length)
-        let request = S3Request(
-            method: .PUT, key: key, query: [("partNumber", String(number)), ("uploadId", uploadId)],
-            headers: [("content-md5", digests.md5)],
-            body: .file(fileURL, offset: offset, length: length, onChunk: onChunk),
-            payload: .sha256(digests.sha256), operation: "UploadPart", partNumber: number)
-        let response = try await send(request, attachmentId: attachment.id)
-        _ = try await transport.collect(response, event: request.event, attachmentId: attachment.id, upTo: 1 << 20)
-        guard let etag = response.headers.first(name: "etag"), !etag.isEmpty else {
-            throw AttachmentError(
-                code: .remoteFailure, message: "S3 UploadPart \(number) of \(String(reflecting: key)) returned no ETag",
-                attachmentId: attachment.id, name: key)
+        let event = RequestEvent(operation: "UploadPart", method: "PUT", object: key, partNumber: number)
+        return try await transport.watched(event, attachmentId: attachment.id) { meter in
+            let request = S3Request(
+                method: .PUT, key: key, query: [("partNumber", String(number)), ("uploadId", uploadId)],
+                headers: [("content-md5", digests.md5)],
+                body: .file(fileURL, offset: offset, length: length) { count in
+                    meter.add(Int64(count))
+                    onChunk(count)
+                },
+                payload: .sha256(digests.sha256), operation: "UploadPart", partNumber: number)
+            let response = try await self.send(request, attachmentId: attachment.id)
+            _ = try await self.transport.collect(
+                response, event: request.event, attachmentId: attachment.id, upTo: 1 << 20)
+            guard let etag = response.headers.first(name: "etag"), !etag.isEmpty else {
+                throw AttachmentError(
+                    code: .remoteFailure,
+                    message: "S3 UploadPart \(number) of \(String(reflecting: key)) returned no ETag",
+                    attachmentId: attachment.id, name: key)
+            }
+            return MultipartUploadState.Part(partNumber: number, etag: etag)
         }
-        return MultipartUploadState.Part(partNumber: number, etag: etag)
     }
 
     private func completeMultipartUpload(

@@ -75,7 +75,8 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
             ?? HTTPTransport.makeClient(
                 connectTimeout: configuration.connectTimeout, requestTimeout: configuration.requestTimeout)
         self.transport = HTTPTransport(
-            client: client, service: "S3", logger: configuration.logger, observer: configuration.requestObserver)
+            client: client, service: "S3", logger: configuration.logger, observer: configuration.requestObserver,
+            minimumRate: configuration.minimumTransferRate, clock: configuration.clock)
         self.ownedClientState = LockedValue(httpClient == nil ? .running : .notOwned)
         self.signer = SigV4Signer(region: configuration.region)
         self.credentialsCache = CredentialsCache(
@@ -99,25 +100,30 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     // MARK: - RemoteStorageAdapter
 
     /// Uploads `data` as the attachment's object in one request, with its MD5 and SHA-256 for the server to
-    /// check.
+    /// check, and its SHA-256 stored with the object (`x-amz-meta-sha256`) for every later download to check.
+    ///
+    /// - Throws: `integrityMismatch` when the attachment's ``AttachmentSync/Attachment/contentHash`` says its
+    ///   content is other bytes.
     public func uploadFile(data: Data, attachment: Attachment) async throws {
         let key = try objectKey(for: attachment)
         let digests = FileIO.digests(of: data)
+        try Self.checkContent(digests.sha256, of: attachment, key: key)
         let request = S3Request(
-            method: .PUT, key: key, headers: uploadHeaders(attachment, md5: digests.md5), body: .data(data),
-            payload: .sha256(digests.sha256), operation: "PutObject")
+            method: .PUT, key: key, headers: uploadHeaders(attachment, md5: digests.md5, sha256: digests.sha256),
+            body: .data(data), payload: .sha256(digests.sha256), operation: "PutObject")
         let response = try await send(request, attachmentId: attachment.id)
         _ = try await transport.collect(response, event: request.event, attachmentId: attachment.id, upTo: 1 << 20)
     }
 
     /// Downloads the attachment's object into memory; throws `remoteNotFound` when there is none.
+    ///
+    /// Objects larger than ``HTTPTransport/maximumInMemoryDownload`` (1 GiB) fail with `unsupported`: use the
+    /// streaming ``downloadFile(attachment:into:from:progress:)``, which the queue always calls.
     public func downloadFile(attachment: Attachment) async throws -> Data {
         let key = try objectKey(for: attachment)
         let request = S3Request(method: .GET, key: key, operation: "GetObject")
         let response = try await send(request, attachmentId: attachment.id) { $0 == .ok }
-        let buffer = try await transport.collect(
-            response, event: request.event, attachmentId: attachment.id, upTo: .max)
-        return Data(buffer.readableBytesView)
+        return try await transport.collectObject(response, event: request.event, attachmentId: attachment.id)
     }
 
     /// Deletes the attachment's object; succeeds when there is none.
@@ -137,7 +143,12 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     }
 
     /// Uploads the file, streaming it: in one request up to ``Configuration/multipartThreshold``, in parts
-    /// above it (resumable, see ``S3RemoteStorage``). Progress counts bytes handed to the network.
+    /// above it (resumable, see ``S3RemoteStorage``). The attachment's SHA-256 is stored with the object
+    /// (`x-amz-meta-sha256`): for a single request the file's own, checked against
+    /// ``AttachmentSync/Attachment/contentHash``; for a multipart upload its `contentHash`. Progress counts bytes
+    /// handed to the network.
+    ///
+    /// - Throws: `integrityMismatch` when the file is not the content its `contentHash` says.
     public func uploadFile(
         fileURL: URL, attachment: Attachment, progress: @escaping TransferProgressHandler
     ) async throws {
@@ -149,29 +160,36 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
             return
         }
         let digests = try await FileIO.digests(of: fileURL, offset: 0, length: size)
-        let sent = LockedValue<Int64>(0)
-        progress(TransferProgress(completedBytes: 0, totalBytes: size))
-        let body = S3Request.Body.file(fileURL, offset: 0, length: size) { count in
-            let total = sent.withLock { sent -> Int64 in
-                sent += Int64(count)
-                return sent
+        try Self.checkContent(digests.sha256, of: attachment, key: key)
+        let event = RequestEvent(operation: "PutObject", method: "PUT", object: key)
+        try await transport.watched(event, attachmentId: attachment.id) { meter in
+            let sent = LockedValue<Int64>(0)
+            progress(TransferProgress(completedBytes: 0, totalBytes: size))
+            let body = S3Request.Body.file(fileURL, offset: 0, length: size) { count in
+                meter.add(Int64(count))
+                let total = sent.withLock { sent -> Int64 in
+                    sent += Int64(count)
+                    return sent
+                }
+                progress(TransferProgress(completedBytes: total, totalBytes: size))
             }
-            progress(TransferProgress(completedBytes: total, totalBytes: size))
+            let request = S3Request(
+                method: .PUT, key: key,
+                headers: self.uploadHeaders(attachment, md5: digests.md5, sha256: digests.sha256), body: body,
+                payload: .sha256(digests.sha256), operation: "PutObject")
+            let response = try await self.send(request, attachmentId: attachment.id)
+            _ = try await self.transport.collect(
+                response, event: request.event, attachmentId: attachment.id, upTo: 1 << 20)
         }
-        let request = S3Request(
-            method: .PUT, key: key, headers: uploadHeaders(attachment, md5: digests.md5), body: body,
-            payload: .sha256(digests.sha256), operation: "PutObject")
-        let response = try await send(request, attachmentId: attachment.id)
-        _ = try await transport.collect(response, event: request.event, attachmentId: attachment.id, upTo: 1 << 20)
     }
 
     /// Downloads the object into `destination` (created or replaced), streaming it chunk by chunk. On failure
     /// the bytes received so far stay in `destination`, so the download can resume with
-    /// ``downloadFile(attachment:appendingTo:from:progress:)``.
+    /// ``downloadFile(attachment:into:from:progress:)``.
     public func downloadFile(
         attachment: Attachment, to destination: URL, progress: @escaping TransferProgressHandler
     ) async throws {
-        try await downloadFile(attachment: attachment, appendingTo: destination, from: 0, progress: progress)
+        _ = try await downloadFile(attachment: attachment, into: destination, from: 0, progress: progress)
     }
 
     /// `true`: downloads resume with a ranged GET.
@@ -179,19 +197,70 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
 
     /// Appends the object's bytes from `offset` on to `destination` with a ranged GET, streaming; progress
     /// counts the whole object. `destination` must hold at least `offset` bytes (anything past `offset` is
-    /// cut). An offset at or past the end appends nothing.
+    /// cut). An offset at the end appends nothing. Prefer ``downloadFile(attachment:into:from:progress:)``,
+    /// which also makes sure the object did not change since those bytes were fetched.
     public func downloadFile(
         attachment: Attachment, appendingTo destination: URL, from offset: Int64,
         progress: @escaping TransferProgressHandler
     ) async throws {
+        _ = try await download(attachment, into: destination, from: offset, requiresValidator: false, progress)
+    }
+
+    /// Downloads the object into `destination`, streaming, and returns its size and the SHA-256 stored with it
+    /// at upload (`x-amz-meta-sha256`), for the queue to check the bytes against.
+    ///
+    /// From an `offset` above 0, the rest is fetched with a ranged GET conditional on the object's `ETag`
+    /// (kept beside `destination` since the first bytes came, as `.attachment-sync-etag-<name>`): when the
+    /// object changed meanwhile, or nothing proves it did not, the download starts over from byte 0 instead
+    /// of splicing two versions. An object whose size is not the attachment's known
+    /// ``AttachmentSync/Attachment/size`` is refused with `integrityMismatch` before its body is read.
+    public func downloadFile(
+        attachment: Attachment, into destination: URL, from offset: Int64,
+        progress: @escaping TransferProgressHandler
+    ) async throws -> RemoteObjectInfo {
+        try await download(attachment, into: destination, from: offset, requiresValidator: true, progress)
+    }
+
+    private func download(
+        _ attachment: Attachment, into destination: URL, from offset: Int64, requiresValidator: Bool,
+        _ progress: @escaping TransferProgressHandler
+    ) async throws -> RemoteObjectInfo {
         let key = try objectKey(for: attachment)
         let event = RequestEvent(operation: "GetObject", method: "GET", object: key)
-        try await transport.download(
-            to: destination, from: max(0, offset), event: event, attachmentId: attachment.id, progress: progress
-        ) { range, accepts in
+        let object = try await transport.watched(event, attachmentId: attachment.id) { meter in
+            try await self.transport.download(
+                to: destination, from: max(0, offset), expectedSize: attachment.size,
+                requiresValidator: requiresValidator, event: event, attachmentId: attachment.id, meter: meter,
+                progress: progress
+            ) { range, conditions, accepts in
+                let request = S3Request(
+                    method: .GET, key: key, headers: (range.map { [("range", $0)] } ?? []) + conditions,
+                    operation: "GetObject")
+                return try await self.send(request, attachmentId: attachment.id, accepts: accepts)
+            } head: { conditions in
+                let request = S3Request(method: .HEAD, key: key, headers: conditions, operation: "HeadObject")
+                return try await self.send(request, attachmentId: attachment.id, accepts: { _ in true })
+            }
+        }
+        return RemoteObjectInfo(
+            size: object.size, sha256: validSHA256(object.headers.first(name: Self.sha256MetadataHeader)))
+    }
+
+    /// Aborts the multipart upload of the attachment that was kept for resuming, if any, and forgets its saved
+    /// state: the queue calls it when the upload will never resume (the attachment was deleted, its upload
+    /// given up, or the queue cleared), so its parts stop taking space in the bucket.
+    public func discardPartialUpload(attachment: Attachment) async throws {
+        let key = try objectKey(for: attachment)
+        let bucket = configuration.bucket
+        for state in uploadStore.all() where state.bucket == bucket && state.key == key {
             let request = S3Request(
-                method: .GET, key: key, headers: range.map { [("range", $0)] } ?? [], operation: "GetObject")
-            return try await send(request, attachmentId: attachment.id, accepts: accepts)
+                method: .DELETE, key: key, query: [("uploadId", state.uploadId)], operation: "AbortMultipartUpload")
+            let response = try await send(
+                request, attachmentId: attachment.id, accepts: { (200..<300).contains($0.code) || $0 == .notFound })
+            _ = try await transport.collect(
+                response, event: request.event, attachmentId: attachment.id, upTo: HTTPTransport.maxErrorBody)
+            uploadStore.remove(bucket: bucket, key: key, fileSize: state.fileSize)
+            configuration.logger.debug("aborted a multipart upload that will not resume", metadata: ["key": "\(key)"])
         }
     }
 
@@ -262,12 +331,29 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
         return configuration.keyPrefix + attachment.filename
     }
 
-    private func uploadHeaders(_ attachment: Attachment, md5: String) -> [(name: String, value: String)] {
-        var headers: [(name: String, value: String)] = [("content-md5", md5)]
+    /// The user-metadata header that keeps an object's SHA-256 (lowercase hex).
+    static let sha256MetadataHeader = "x-amz-meta-sha256"
+
+    private func uploadHeaders(
+        _ attachment: Attachment, md5: String, sha256: String
+    ) -> [(name: String, value: String)] {
+        var headers: [(name: String, value: String)] = [("content-md5", md5), (Self.sha256MetadataHeader, sha256)]
         if let mediaType = attachment.mediaType, !mediaType.isEmpty {
             headers.append(("content-type", mediaType))
         }
         return headers
+    }
+
+    /// Throws `integrityMismatch` when the attachment records a SHA-256 other than `sha256`, the hash of the
+    /// bytes about to be uploaded: a local file changed after it was saved must not reach the remote as
+    /// the attachment.
+    static func checkContent(_ sha256: String, of attachment: Attachment, key: String) throws {
+        guard let recorded = validSHA256(attachment.contentHash), recorded != sha256 else { return }
+        throw AttachmentError(
+            code: .integrityMismatch,
+            message: "the content to upload as \(String(reflecting: key)) has SHA-256 \(sha256), but attachment "
+                + "\(String(reflecting: attachment.id)) was saved with \(recorded); nothing was uploaded",
+            attachmentId: attachment.id, name: key)
     }
 
     /// Scheme, `Host` header and decoded path of a request for `key` (the bucket itself when `nil`).
@@ -323,13 +409,19 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
             request.body = .stream(
                 FileChunks(url: url, offset: offset, length: length, onChunk: onChunk), length: .known(length))
         }
+        let response: HTTPClientResponse
         do {
-            return try await transport.send(
+            response = try await transport.send(
                 request, event: s3Request.event, attachmentId: attachmentId, accepts: accepts)
         } catch let error as AttachmentError where error.code == .accessDenied {
             await credentialsCache.invalidate()
             throw error
         }
+        // A refusal the caller accepts (to read its body itself) still means the credentials may be stale.
+        if response.status == .forbidden || response.status == .unauthorized {
+            await credentialsCache.invalidate()
+        }
+        return response
     }
 }
 

@@ -189,7 +189,8 @@ struct HTTPRemoteStorageTests {
             try await storage.uploadFile(data: Data("private".utf8), attachment: file)
             #expect(try await storage.downloadFile(attachment: file) == Data("private".utf8))
             try await storage.deleteFile(attachment: file)
-            #expect(calls.withLock { $0 } == 3)
+            // Five requests: the upload and the delete each write or remove the stored SHA-256 beside the file.
+            #expect(calls.withLock { $0 } == 5)
         }
     }
 

@@ -161,8 +161,10 @@ struct QueueOverS3Tests {
         let folder = queue.attachmentsDirectory
         let names = try FileManager.default.contentsOfDirectory(atPath: folder.path)
         #expect(!names.contains("\(id).jpg"))
-        let partials = names.filter { $0.hasSuffix("\(id).jpg") }
+        let partials = names.filter { $0.hasPrefix(".attachment-sync-download-") && $0.hasSuffix("\(id).jpg") }
         #expect(partials.count == 1, "\(names)")
+        // Beside it, what identifies the object those bytes came from (its ETag), for the resume to check.
+        #expect(names.contains(".attachment-sync-etag-\(try #require(partials.first))"), "\(names)")
         let partialPath = folder.appendingPathComponent(try #require(partials.first)).path
         let attributes = try FileManager.default.attributesOfItem(atPath: partialPath)
         let partialSize = try #require(attributes[.size] as? NSNumber).int64Value

@@ -2,13 +2,13 @@ import Foundation
 
 /// Validation of every name that reaches the file system (ids, extensions, filenames, subdirectories), and
 /// the names the queue gives its own files.
-enum FileName {
+package enum FileName {
     /// The longest name accepted, in UTF-8 bytes. File systems allow 255; the rest is room for the queue's
     /// temporary-file prefixes.
     static let maximumLength = 200
 
     /// Every temporary file the library writes starts with this; the queue removes leftovers at startup.
-    static let temporaryPrefix = ".attachment-sync-"
+    package static let temporaryPrefix = ".attachment-sync-"
 
     /// Throws ``AttachmentError/Code-swift.struct/invalidName`` unless `name` can be used as one path
     /// component: not empty, at most ``maximumLength`` bytes, not `.` or `..`, and free of `/`, `\`, NUL and
@@ -163,7 +163,9 @@ enum FileName {
 
     /// Where a remote adapter may keep what it needs to resume the partial download `partialName` (an HTTP
     /// ETag, say); startup keeps it as long as the partial file.
-    static func resumeValidatorName(for partialName: String) -> String { "\(temporaryPrefix)etag-\(partialName)" }
+    package static func resumeValidatorName(for partialName: String) -> String {
+        "\(temporaryPrefix)etag-\(partialName)"
+    }
 
     /// A unique temporary name for an atomic write.
     static func uniqueTemporaryName() -> String { "\(temporaryPrefix)tmp-\(UUID().uuidString)" }

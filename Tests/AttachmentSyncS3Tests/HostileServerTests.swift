@@ -1,0 +1,320 @@
+import AttachmentSync
+import AttachmentSyncTesting
+import Foundation
+import NIOCore
+import NIOHTTP1
+import TestSupport
+import Testing
+
+@testable import AttachmentSyncS3
+
+/// An object as a server holds it, and how that server bends HTTP's rules: what the HTTP transport (shared by
+/// the S3 and HTTP adapters) must survive. The server follows the rules unless told otherwise.
+private final class ServedObject: Sendable {
+    struct Behaviour: Sendable {
+        var content: Data
+        var etag: String? = "\"v1\""
+        /// Answer conditional requests as if the condition held.
+        var ignoresIfMatch = false
+        /// The `206` answer's range starts here instead of where it was asked to.
+        var rangeStart: Int?
+        /// Answer every ranged GET with `416`, whatever the range.
+        var alwaysUnsatisfiable = false
+        /// Stall after this many bytes of a whole (200) body.
+        var holdAfter: Int?
+        /// Send bodies chunked, without a `Content-Length`.
+        var chunked = false
+        /// The `Content-Length` claimed for a whole body, when not the content's.
+        var claimedLength: Int64?
+    }
+
+    let behaviour: LockedValue<Behaviour>
+
+    init(_ content: Data) { behaviour = LockedValue(Behaviour(content: content)) }
+
+    func change(_ body: (inout Behaviour) -> Void) { behaviour.withLock { body(&$0) } }
+
+    func respond(_ request: ScriptedRequest) -> ScriptedResponse {
+        let object = behaviour.withLock { $0 }
+        var headers: [(name: String, value: String)] = []
+        if let etag = object.etag { headers.append(("etag", etag)) }
+        if let condition = request.header("if-match"), !object.ignoresIfMatch, condition != object.etag {
+            return ScriptedResponse(.preconditionFailed)
+        }
+        let size = object.content.count
+        if request.method == .HEAD {
+            headers.append(("content-length", String(size)))
+            return ScriptedResponse(.ok, headers: headers)
+        }
+        if let range = request.header("range"), range.hasPrefix("bytes="), range.hasSuffix("-"),
+            let asked = Int(range.dropFirst("bytes=".count).dropLast())
+        {
+            if asked >= size || object.alwaysUnsatisfiable {
+                return ScriptedResponse(.rangeNotSatisfiable, headers: headers)
+            }
+            let start = object.rangeStart ?? asked
+            headers.append(("content-range", "bytes \(start)-\(size - 1)/\(size)"))
+            return ScriptedResponse(.partialContent, headers: headers, body: object.content.subdata(in: start..<size))
+        }
+        if object.chunked {
+            headers.append(("transfer-encoding", "chunked"))
+        } else if let claimed = object.claimedLength {
+            headers.append(("content-length", String(claimed)))
+        }
+        return ScriptedResponse(.ok, headers: headers, body: object.content, holdAfter: object.holdAfter)
+    }
+}
+
+@Suite("Hostile and broken servers (scripted, on 127.0.0.1)")
+struct HostileServerTests {
+    static let content = testBytes(count: 20_000, seed: 7)
+    static let changed = testBytes(count: 20_000, seed: 8)
+
+    /// Runs `body` with an HTTP adapter on a scripted server serving `object`, and a folder for downloads.
+    private static func with(
+        _ object: ServedObject,
+        configure: (inout HTTPRemoteStorage.Configuration) -> Void = { _ in },
+        _ body: (HTTPRemoteStorage, ScriptedHTTPServer, URL) async throws -> Void
+    ) async throws {
+        let server = try await ScriptedHTTPServer.start { request in object.respond(request) }
+        var configuration = HTTPRemoteStorage.Configuration(baseURL: server.baseURL.appendingPathComponent("files"))
+        configuration.storesContentHashes = false
+        configure(&configuration)
+        let storage = try HTTPRemoteStorage(configuration: configuration)
+        var failure: (any Error)?
+        do {
+            try await withTemporaryDirectory { directory in try await body(storage, server, directory) }
+        } catch {
+            failure = error
+        }
+        await server.stop()
+        try await storage.shutdown()
+        if let failure { throw failure }
+    }
+
+    /// A partial download of the first `count` bytes as the adapter leaves it when interrupted: the bytes, and
+    /// beside them what identifies the object they came from. Made by a real download that the server stalls.
+    private static func interruptedDownload(
+        _ storage: HTTPRemoteStorage, _ object: ServedObject, _ server: ScriptedHTTPServer, into destination: URL,
+        after count: Int
+    ) async throws {
+        object.change { $0.holdAfter = count }
+        let arrived = AsyncStream.makeStream(of: Int64.self)
+        let file = attachment("photo.jpg")
+        let download = Task {
+            try await storage.downloadFile(attachment: file, into: destination, from: 0) {
+                arrived.continuation.yield($0.completedBytes)
+            }
+        }
+        _ = try await withDeadline("the first bytes") {
+            await arrived.stream.first { $0 >= Int64(count) }
+        }
+        download.cancel()
+        _ = await download.result
+        object.change { $0.holdAfter = nil }
+        #expect(try Data(contentsOf: destination) == Self.content.prefix(count))
+        #expect(FileManager.default.fileExists(atPath: HTTPTransport.resumeValidatorURL(for: destination).path))
+    }
+
+    @Test("a resume asks for the rest on condition of the ETag, and appends only the rest")
+    func resumeIsConditional() async throws {
+        let object = ServedObject(Self.content)
+        try await Self.with(object) { storage, server, directory in
+            let destination = directory.appendingPathComponent("partial")
+            try await Self.interruptedDownload(storage, object, server, into: destination, after: 5000)
+            let progress = ProgressRecorder()
+            let info = try await storage.downloadFile(
+                attachment: attachment("photo.jpg"), into: destination, from: 5000, progress: progress.handler)
+
+            #expect(try Data(contentsOf: destination) == Self.content)
+            #expect(info.size == 20_000)
+            let resumed = try #require(server.requests.last)
+            #expect(resumed.header("range") == "bytes=5000-")
+            #expect(resumed.header("if-match") == "\"v1\"")
+            #expect(progress.all.first?.completedBytes == 5000)
+            #expect(!FileManager.default.fileExists(atPath: HTTPTransport.resumeValidatorURL(for: destination).path))
+        }
+    }
+
+    @Test("an object replaced since the partial download is fetched whole (412), never spliced")
+    func changedObjectStartsOver() async throws {
+        let object = ServedObject(Self.content)
+        try await Self.with(object) { storage, server, directory in
+            let destination = directory.appendingPathComponent("partial")
+            try await Self.interruptedDownload(storage, object, server, into: destination, after: 5000)
+            object.change {
+                $0.content = Self.changed
+                $0.etag = "\"v2\""
+            }
+            _ = try await storage.downloadFile(
+                attachment: attachment("photo.jpg"), into: destination, from: 5000, progress: { _ in })
+            #expect(try Data(contentsOf: destination) == Self.changed)
+            #expect(server.requests.suffix(2).map { $0.header("range") } == ["bytes=5000-", nil])
+        }
+    }
+
+    @Test("a server that ignores If-Match and serves another version's range is caught by its ETag")
+    func ignoredConditionIsCaught() async throws {
+        let object = ServedObject(Self.content)
+        try await Self.with(object) { storage, server, directory in
+            let destination = directory.appendingPathComponent("partial")
+            try await Self.interruptedDownload(storage, object, server, into: destination, after: 5000)
+            object.change {
+                $0.content = Self.changed
+                $0.etag = "\"v2\""
+                $0.ignoresIfMatch = true
+            }
+            _ = try await storage.downloadFile(
+                attachment: attachment("photo.jpg"), into: destination, from: 5000, progress: { _ in })
+            #expect(try Data(contentsOf: destination) == Self.changed)
+        }
+    }
+
+    @Test("a 206 for another range, or for an object of another size, starts the download over")
+    func inconsistentPartialContentStartsOver() async throws {
+        for variant in ["another start", "another size"] {
+            let object = ServedObject(Self.content)
+            try await Self.with(object) { storage, server, directory in
+                let destination = directory.appendingPathComponent("partial")
+                try await Self.interruptedDownload(storage, object, server, into: destination, after: 5000)
+                if variant == "another start" {
+                    object.change { $0.rangeStart = 4000 }
+                } else {
+                    // Grown, with no ETag to tell (and so no If-Match that could refuse).
+                    object.change {
+                        $0.content = Self.content + Data("more".utf8)
+                        $0.etag = nil
+                    }
+                }
+                _ = try await storage.downloadFile(
+                    attachment: attachment("photo.jpg"), into: destination, from: 5000, progress: { _ in })
+                let expected = variant == "another start" ? Self.content : Self.content + Data("more".utf8)
+                #expect(try Data(contentsOf: destination) == expected, "\(variant)")
+                #expect(server.requests.last?.header("range") == nil, "\(variant): the last GET is whole")
+            }
+        }
+    }
+
+    @Test("a 416 is complete only when the object is exactly the bytes held, and unchanged")
+    func unsatisfiableRangeIsConfirmed() async throws {
+        let object = ServedObject(Self.content)
+        try await Self.with(object) { storage, server, directory in
+            // All bytes held (the process died before it could use them): a HEAD confirms, no body is read.
+            let destination = directory.appendingPathComponent("complete")
+            try await Self.interruptedDownload(storage, object, server, into: destination, after: 5000)
+            let partial = try Data(contentsOf: destination)
+            try (partial + Self.content.dropFirst(5000)).write(to: destination)
+            let before = server.requests.count
+            let info = try await storage.downloadFile(
+                attachment: attachment("photo.jpg"), into: destination, from: 20_000, progress: { _ in })
+            #expect(info.size == 20_000)
+            #expect(try Data(contentsOf: destination) == Self.content)
+            #expect(server.requests.dropFirst(before).map(\.method) == [.GET, .HEAD])
+
+            // A 416 though the object is longer than what is held (a broken server): fetched whole.
+            let short = directory.appendingPathComponent("short")
+            try await Self.interruptedDownload(storage, object, server, into: short, after: 5000)
+            object.change { $0.alwaysUnsatisfiable = true }
+            _ = try await storage.downloadFile(
+                attachment: attachment("photo.jpg"), into: short, from: 5000, progress: { _ in })
+            #expect(try Data(contentsOf: short) == Self.content)
+        }
+    }
+
+    @Test("without a record of which object the bytes came from, a download starts over from byte 0")
+    func noValidatorStartsOver() async throws {
+        let object = ServedObject(Self.content)
+        try await Self.with(object) { storage, server, directory in
+            let destination = directory.appendingPathComponent("partial")
+            try Data(Self.changed.prefix(5000)).write(to: destination)  // bytes of who knows which version
+            _ = try await storage.downloadFile(
+                attachment: attachment("photo.jpg"), into: destination, from: 5000, progress: { _ in })
+            #expect(try Data(contentsOf: destination) == Self.content)
+            #expect(server.requests.map { $0.header("range") } == [nil])
+        }
+    }
+
+    @Test("an object whose size is not the attachment's is refused before its body is read")
+    func wrongSizeIsRefused() async throws {
+        let object = ServedObject(Self.content)
+        try await Self.with(object) { storage, _, directory in
+            let file = AttachmentSync.Attachment(
+                id: "photo", filename: "photo.jpg", state: .queuedDownload, size: 1000)
+            let destination = directory.appendingPathComponent("download")
+            let error = await #expect(throws: AttachmentError.self) {
+                _ = try await storage.downloadFile(attachment: file, into: destination, from: 0, progress: { _ in })
+            }
+            #expect(error?.code == .integrityMismatch)
+            #expect(error?.message.contains("20000") == true)
+
+            // Sent chunked, with no length to refuse up front: writing stops at the attachment's size.
+            object.change { $0.chunked = true }
+            let chunked = await #expect(throws: AttachmentError.self) {
+                _ = try await storage.downloadFile(attachment: file, into: destination, from: 0, progress: { _ in })
+            }
+            #expect(chunked?.code == .integrityMismatch)
+            #expect(((try? Data(contentsOf: destination))?.count ?? 0) <= 1000)
+        }
+    }
+
+    @Test("a download into memory of an object above 1 GiB is refused without reading it")
+    func hugeInMemoryDownloadIsRefused() async throws {
+        let object = ServedObject(Self.content)
+        object.change {
+            $0.claimedLength = 3 << 30
+            $0.holdAfter = 0
+        }
+        try await Self.with(object) { storage, _, _ in
+            let error = await #expect(throws: AttachmentError.self) {
+                _ = try await storage.downloadFile(attachment: attachment("photo.jpg"))
+            }
+            #expect(error?.code == .unsupported)
+        }
+    }
+
+    @Test("a body that stalls is stopped after one window below the minimum rate; its bytes are kept")
+    func stalledBodyIsStopped() async throws {
+        let clock = ManualClock()
+        let object = ServedObject(Self.content)
+        object.change { $0.holdAfter = 5000 }
+        let configure: (inout HTTPRemoteStorage.Configuration) -> Void = {
+            $0.clock = clock
+            $0.minimumTransferRate = MinimumTransferRate(bytes: 4096, per: .seconds(30))
+        }
+        try await Self.with(object, configure: configure) { storage, _, directory in
+            let destination = directory.appendingPathComponent("partial")
+            let arrived = AsyncStream.makeStream(of: Int64.self)
+            let download = Task {
+                try await storage.downloadFile(attachment: attachment("photo.jpg"), into: destination, from: 0) {
+                    arrived.continuation.yield($0.completedBytes)
+                }
+            }
+            _ = try await withDeadline("the first bytes") { await arrived.stream.first { $0 >= 5000 } }
+
+            // The first window moved 5,000 bytes: enough. The next moves none.
+            await clock.waitForSleepers(count: 1)
+            await clock.advance(by: .seconds(30))
+            await clock.waitForSleepers(count: 1)
+            await clock.advance(by: .seconds(30))
+            let outcome = try await withDeadline("the stalled download to be stopped") { await download.result }
+            #expect(throws: AttachmentError.self) { try outcome.get() }
+            guard case .failure(let error as AttachmentError) = outcome else { return }
+            #expect(error.code == .remoteUnavailable)
+            #expect(error.message.contains("minimum transfer rate"))
+            #expect(try Data(contentsOf: destination) == Self.content.prefix(5000), "kept for resuming")
+        }
+    }
+
+    @Test("minimumTransferRate must be positive")
+    func invalidMinimumRateIsRejected() throws {
+        for rate in [MinimumTransferRate(bytes: 0, per: .seconds(1)), MinimumTransferRate(bytes: 1, per: .zero)] {
+            var configuration = HTTPRemoteStorage.Configuration(baseURL: URL(string: "http://127.0.0.1:9")!)
+            configuration.minimumTransferRate = rate
+            let error = #expect(throws: AttachmentError.self) {
+                _ = try HTTPRemoteStorage(configuration: configuration)
+            }
+            #expect(error?.code == .invalidConfiguration)
+            #expect(error?.name == "minimumTransferRate")
+        }
+    }
+}
