@@ -365,10 +365,10 @@ struct HTTPTransport: Sendable {
 
 /// `value` lowercased when it is a SHA-256 in hex (64 hex digits, surrounding spaces ignored), else `nil`.
 func validSHA256(_ value: String?) -> String? {
-    guard let text = value?.trimmingCharacters(in: .whitespacesAndNewlines).lowercased(), text.utf8.count == 64,
-        text.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) })
-    else { return nil }
-    return text
+    guard let text = value?.trimmingCharacters(in: .whitespacesAndNewlines), FileStreaming.isSHA256(text) else {
+        return nil
+    }
+    return text.lowercased()
 }
 
 /// What a download learned about the object it fetched: its size, and the headers of the response that

@@ -20,6 +20,13 @@ import Foundation
 ///   whole file. Skipped (passes) otherwise.
 /// - ``Check/concurrentTransfers``: ``Options/concurrentFiles`` different files uploaded, downloaded and
 ///   deleted all at once come back intact.
+/// - ``Check/objectInfo``: what ``RemoteStorageAdapter/downloadFile(attachment:into:from:progress:)`` reports
+///   about a file (its size, the SHA-256 stored with it at upload from ``Attachment/contentHash``) is true of
+///   it; with ``Options/requiresStoredHash`` the SHA-256 must be reported, for files uploaded with `Data` and
+///   streamed alike.
+/// - ``Check/resumeAfterReplacement``: when ranged reads are supported, a download resumed after another
+///   upload replaced the file never passes off a splice of the two versions: it ends as the new file, or it
+///   reports the new file's SHA-256 so the queue rejects the splice.
 ///
 /// Every check uses filenames of its own, starting with ``Options/filenamePrefix``, and deletes its files
 /// when it ends, pass or fail. The adapter stays yours: create it before and shut it down after.
@@ -49,6 +56,10 @@ public struct RemoteStorageConformance: Sendable {
         case rangedRead
         /// Different files transfer concurrently.
         case concurrentTransfers
+        /// The size and SHA-256 a download reports are the file's.
+        case objectInfo
+        /// A resumed download of a replaced file is never a silent splice.
+        case resumeAfterReplacement
 
         /// The check's name, `roundTripEmpty` say.
         public var description: String { rawValue }
@@ -66,6 +77,10 @@ public struct RemoteStorageConformance: Sendable {
         /// Prepended to every filename the checks use, so runs never collide. The default is
         /// `conformance-` and a random 8-character suffix.
         public var filenamePrefix: String = "conformance-\(UUID().uuidString.prefix(8).lowercased())-"
+        /// Whether ``Check/objectInfo`` requires the adapter to return the SHA-256 stored with each file (all
+        /// of the library's adapters do). The default is `false`: a reported hash must be right, but none is
+        /// needed.
+        public var requiresStoredHash: Bool = false
         /// Where local files are written; a folder of its own is created in it and removed afterwards. The
         /// default is the temporary folder.
         public var workingDirectory: URL = FileManager.default.temporaryDirectory
@@ -150,6 +165,8 @@ public struct RemoteStorageConformance: Sendable {
         case .rangedRead: try await context.rangedRead(size: max(2, min(options.largeFileSize, 3 * 1024 * 1024 + 7)))
         case .concurrentTransfers:
             try await context.concurrentTransfers(count: options.concurrentFiles, size: options.concurrentFileSize)
+        case .objectInfo: try await context.objectInfo(requiringHash: options.requiresStoredHash)
+        case .resumeAfterReplacement: try await context.resumeAfterReplacement(size: 256 * 1024)
         }
     }
 }
@@ -293,14 +310,82 @@ private final class Context: Sendable {
         }
     }
 
+    func objectInfo(requiringHash: Bool) async throws {
+        let content = Self.bytes(count: 10_000, seed: 42)
+        let source = try writeLocal(content, name: "source")
+        let sha256 = FileStreaming.sha256(content)
+        for form in ["Data", "stream"] {
+            let file = attachment("info-\(form).bin", contentHash: sha256)
+            if form == "Data" {
+                try await step("upload with uploadFile(data:)") {
+                    try await adapter.uploadFile(data: content, attachment: file)
+                }
+            } else {
+                try await step("upload with uploadFile(fileURL:)") {
+                    try await adapter.uploadFile(fileURL: source, attachment: file) { _ in }
+                }
+            }
+            let destination = directory.appendingPathComponent("\(check)-\(form)-received")
+            let info = try await step("download with downloadFile(attachment:into:from:)") {
+                try await adapter.downloadFile(attachment: file, into: destination, from: 0) { _ in }
+            }
+            guard try readLocal(destination) == content else {
+                throw fail("a file uploaded with \(form) came back from downloadFile(attachment:into:from:) different")
+            }
+            if let size = info.size, size != Int64(content.count) {
+                throw fail("downloadFile(attachment:into:from:) reported \(size) bytes for a file of \(content.count)")
+            }
+            if let reported = info.sha256, reported.lowercased() != sha256 {
+                throw fail("downloadFile(attachment:into:from:) reported SHA-256 \(reported) for a file of \(sha256)")
+            }
+            if requiringHash, info.sha256 == nil {
+                throw fail("downloadFile(attachment:into:from:) reported no SHA-256 for a file uploaded with \(form)")
+            }
+        }
+    }
+
+    func resumeAfterReplacement(size: Int) async throws {
+        guard adapter.supportsRangedDownloads else { return }
+        let first = Self.bytes(count: size, seed: 7)
+        let second = Self.bytes(count: size, seed: 8)
+        let file = attachment("replaced.bin", contentHash: FileStreaming.sha256(first))
+        try await step("upload the first version") { try await adapter.uploadFile(data: first, attachment: file) }
+        let destination = directory.appendingPathComponent("\(check)-partial")
+        try await step("download the first version") {
+            _ = try await adapter.downloadFile(attachment: file, into: destination, from: 0) { _ in }
+        }
+        // The download stopped halfway (what it keeps to resume, if anything, stays), then another device
+        // replaced the file.
+        do {
+            let handle = try FileHandle(forWritingTo: destination)
+            try handle.truncate(atOffset: UInt64(size / 2))
+            try handle.close()
+        } catch {
+            throw fail("cannot cut \(destination.path) to half", error)
+        }
+        let replacement = attachment("replaced.bin", contentHash: FileStreaming.sha256(second))
+        try await step("upload the second version") {
+            try await adapter.uploadFile(data: second, attachment: replacement)
+        }
+        let info = try await step("resume the download at byte \(size / 2)") {
+            try await adapter.downloadFile(attachment: replacement, into: destination, from: Int64(size / 2)) { _ in }
+        }
+        let received = try readLocal(destination)
+        if received == second { return }
+        if let reported = info.sha256, reported.lowercased() == FileStreaming.sha256(second) { return }
+        throw fail(
+            "a download resumed after the file was replaced left \(received.count) bytes that are not the new file, "
+                + "and reported no SHA-256 by which the queue could tell")
+    }
+
     // MARK: Helpers
 
-    func attachment(_ name: String) -> Attachment {
+    func attachment(_ name: String, contentHash: String? = nil) -> Attachment {
         let filename = "\(prefix)\(check)-\(name)"
         used.withLock { _ = $0.insert(filename) }
         return Attachment(
             id: UUID().uuidString.lowercased(), filename: filename, state: .synced,
-            mediaType: "application/octet-stream")
+            mediaType: "application/octet-stream", contentHash: contentHash)
     }
 
     /// Deletes every file this check used, ignoring failures.

@@ -9,17 +9,26 @@ import Testing
 /// The adapter conformance suite of AttachmentSyncTesting, run against every adapter of the library.
 @Suite("Remote storage conformance")
 struct ConformanceTests {
+    /// The library's adapters all keep each file's SHA-256 and return it.
+    static var strict: RemoteStorageConformance.Options {
+        var options = RemoteStorageConformance.Options()
+        options.requiresStoredHash = true
+        return options
+    }
+
     @Test("InMemoryRemoteStorage keeps the adapter contract")
     func inMemoryConforms() async throws {
         let storage = InMemoryRemoteStorage()
-        try await RemoteStorageConformance(adapter: storage).run()
+        try await RemoteStorageConformance(adapter: storage, options: Self.strict).run()
         #expect(await storage.files.isEmpty, "the suite deletes what it uploads")
     }
 
     @Test("FileSystemRemoteStorage keeps the adapter contract")
     func fileSystemConforms() async throws {
         try await withTemporaryDirectory { directory in
-            try await RemoteStorageConformance(adapter: FileSystemRemoteStorage(directory: directory)).run()
+            try await RemoteStorageConformance(
+                adapter: FileSystemRemoteStorage(directory: directory), options: Self.strict
+            ).run()
         }
     }
 
@@ -31,7 +40,7 @@ struct ConformanceTests {
             $0.keyPrefix = "conformance/"
         }
         try await S3TestBucket.with("conformance", configure: configure) { storage, _ in
-            try await RemoteStorageConformance(adapter: storage).run()
+            try await RemoteStorageConformance(adapter: storage, options: Self.strict).run()
             #expect(try await storage.listKeys().isEmpty, "the suite deletes what it uploads")
         }
     }
@@ -40,7 +49,7 @@ struct ConformanceTests {
     func httpConforms() async throws {
         for authenticated in [false, true] {
             try await WebDAVTestFolder.with(authenticated: authenticated) { storage, _ in
-                try await RemoteStorageConformance(adapter: storage).run()
+                try await RemoteStorageConformance(adapter: storage, options: Self.strict).run()
             }
         }
     }
@@ -63,6 +72,28 @@ struct ConformanceTests {
             try await RemoteStorageConformance(adapter: RepeatingRangedStorage()).run([.rangedRead])
         }
         #expect(failure?.check == .rangedRead)
+    }
+
+    @Test("an adapter that resumes a replaced file by splicing, and reports no hash, fails resumeAfterReplacement")
+    func splicingResumeIsCaught() async throws {
+        let failure = await #expect(throws: RemoteStorageConformance.Failure.self) {
+            try await RemoteStorageConformance(adapter: SplicingStorage()).run([.resumeAfterReplacement])
+        }
+        #expect(failure?.check == .resumeAfterReplacement)
+        #expect(failure?.message.contains("replaced") == true)
+    }
+
+    @Test("an adapter that reports a wrong size or no hash when one is required fails objectInfo")
+    func wrongObjectInfoIsCaught() async throws {
+        let wrong = await #expect(throws: RemoteStorageConformance.Failure.self) {
+            try await RemoteStorageConformance(adapter: SplicingStorage(reportedSize: 3)).run([.objectInfo])
+        }
+        #expect(wrong?.check == .objectInfo)
+        #expect(wrong?.message.contains("3 bytes") == true)
+        let missing = await #expect(throws: RemoteStorageConformance.Failure.self) {
+            try await RemoteStorageConformance(adapter: SplicingStorage(), options: Self.strict).run([.objectInfo])
+        }
+        #expect(missing?.message.contains("no SHA-256") == true)
     }
 
     @Test("an adapter whose missing files are not remoteNotFound fails the notFound check")
@@ -102,6 +133,43 @@ private struct RepeatingRangedStorage: RemoteStorageAdapter {
         defer { try? handle.close() }
         try handle.seekToEnd()
         try handle.write(contentsOf: data)
+    }
+}
+
+/// An adapter with ranged reads that trust whatever the destination holds (appending the rest of the current
+/// file to it), stores no hash, and reports the size it is told to.
+private struct SplicingStorage: RemoteStorageAdapter {
+    let storage = InMemoryRemoteStorage()
+    var reportedSize: Int64?
+
+    func uploadFile(data: Data, attachment: AttachmentSync.Attachment) async throws {
+        try await storage.uploadFile(data: data, attachment: attachment)
+    }
+
+    func downloadFile(attachment: AttachmentSync.Attachment) async throws -> Data {
+        try await storage.downloadFile(attachment: attachment)
+    }
+
+    func deleteFile(attachment: AttachmentSync.Attachment) async throws {
+        try await storage.deleteFile(attachment: attachment)
+    }
+
+    var supportsRangedDownloads: Bool { true }
+
+    func downloadFile(
+        attachment: AttachmentSync.Attachment, into destination: URL, from offset: Int64,
+        progress: @escaping TransferProgressHandler
+    ) async throws -> RemoteObjectInfo {
+        let data = try await storage.downloadFile(attachment: attachment)
+        if offset == 0 {
+            try data.write(to: destination)
+        } else {
+            let handle = try FileHandle(forWritingTo: destination)
+            defer { try? handle.close() }
+            try handle.truncate(atOffset: UInt64(offset))
+            try handle.write(contentsOf: data.dropFirst(Int(offset)))
+        }
+        return RemoteObjectInfo(size: reportedSize)
     }
 }
 

@@ -194,6 +194,68 @@ struct QueueOverS3Tests {
 
     // MARK: - Wrong credentials
 
+    @Test("another device's upload is checked against the SHA-256 stored with it: damaged bytes are never synced")
+    func damagedObjectIsNeverSynced() async throws {
+        try await S3TestBucket.with("queue-damaged") { storageA, bucket in
+            try await bucket.withStorage { storageB in
+                try await withTemporaryDirectory { directory in
+                    try await S3QueueDevice.with(folder: directory.appendingPathComponent("a"), storage: storageA) {
+                        a in
+                        try await S3QueueDevice.with(
+                            folder: directory.appendingPathComponent("b"), storage: storageB
+                        ) { b in
+                            try await Self.damageAndRepair(a, b, storageA: storageA)
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    private static func damageAndRepair(_ a: S3QueueDevice, _ b: S3QueueDevice, storageA: S3RemoteStorage)
+        async throws
+    {
+        // Given a photo A saved and uploaded (its SHA-256 stored with the object)
+        let content = testBytes(count: 50_000, seed: 11)
+        let photo = try await a.queue.saveFile(data: content, mediaType: "image/jpeg", fileExtension: "jpg") {
+            tx, attachment in
+            _ = try tx.execute(
+                sql: "INSERT INTO checklists (id, photo_id) VALUES ('c1', ?)", arguments: [attachment.id])
+        }
+        try await a.queue.startSync()
+        try await a.waitForState(photo.id, .synced)
+
+        // When the object's bytes are damaged on the server (same size, metadata kept), and B, whose row
+        // carries no hash, downloads it
+        var damaged = content
+        damaged[25_000] ^= 0xFF
+        let overwrite = S3Request(
+            method: .PUT, key: photo.filename, headers: [(S3RemoteStorage.sha256MetadataHeader, hexSHA256(content))],
+            body: .data(damaged), payload: .hashing(damaged), operation: "PutObject")
+        _ = try await storageA.send(overwrite, attachmentId: nil)
+        let events = b.queue.events
+        try await b.addChecklist("c1", photo: photo.id)
+        try await b.queue.startSync()
+
+        // Then B refuses it: an integrity failure, the record still waiting for its content, no file in place
+        let failure = try await firstElement("B's failed download", in: events) {
+            if case .failed(photo.id, let error, _, _) = $0 { return error.code == .integrityMismatch }
+            return false
+        }
+        guard case .failed = failure else { return }
+        #expect(try await b.queue.attachment(id: photo.id)?.state == .queuedDownload)
+        #expect(b.bytesOnDisk(photo.filename) == nil)
+
+        // When the right bytes are back on the server, B's retry takes them
+        _ = try await storageA.send(
+            S3Request(
+                method: .PUT, key: photo.filename,
+                headers: [(S3RemoteStorage.sha256MetadataHeader, hexSHA256(content))], body: .data(content),
+                payload: .hashing(content), operation: "PutObject"), attachmentId: nil)
+        try await b.waitForState(photo.id, .synced)
+        #expect(b.bytesOnDisk(photo.filename) == content)
+    }
+
     @Test("wrong credentials: the queue records the failure without the secret and reports accessDenied")
     func wrongCredentialsAreRecordedAndReported() async throws {
         try await S3TestBucket.with("queue-denied") { _, bucket in

@@ -4,17 +4,17 @@ import Foundation
 /// Chunked file reading, copying and hashing, so a file of any size moves with a small, fixed amount of
 /// memory. Between chunks the task yields, so a long copy never holds one of Swift's few cooperative
 /// threads for long, and cancellation is checked.
-enum FileStreaming {
+package enum FileStreaming {
     /// The chunk size: 1 MiB.
     static let chunkSize = 1 << 20
 
     /// The SHA-256 (lowercase hex) of in-memory data.
-    static func sha256(_ data: Data) -> String {
+    package static func sha256(_ data: Data) -> String {
         hex(SHA256.hash(data: data))
     }
 
     /// Whether `text` is a SHA-256 in hex (64 hex digits, either case).
-    static func isSHA256(_ text: String) -> Bool {
+    package static func isSHA256(_ text: String) -> Bool {
         text.utf8.count == 64
             && text.utf8.allSatisfy { byte in
                 (48...57).contains(byte) || (97...102).contains(byte) || (65...70).contains(byte)
