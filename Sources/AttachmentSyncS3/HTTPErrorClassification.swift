@@ -100,7 +100,7 @@ enum HTTPErrorClassification {
             formatter.dateFormat = format
             if let date = formatter.date(from: value) {
                 let seconds = max(0, date.timeIntervalSince(now))
-                return .milliseconds(Int64((seconds * 1000).rounded(.up)))
+                return .milliseconds(Int64(clamping: (seconds * 1000).rounded(.up)))
             }
         }
         return nil

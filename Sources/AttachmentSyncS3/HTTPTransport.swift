@@ -49,9 +49,9 @@ struct HTTPTransport: Sendable {
         return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     }
 
+    /// `duration` as NIO's `TimeAmount`, saturated: a configured timeout of any length never traps.
     static func timeAmount(_ duration: Duration) -> TimeAmount {
-        let (seconds, attoseconds) = duration.components
-        return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        .nanoseconds(duration.clampedNanoseconds)
     }
 
     /// Sends `request`; returns the response when `accepts` its status, and otherwise throws the classified

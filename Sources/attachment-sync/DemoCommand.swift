@@ -125,7 +125,7 @@ struct DemoCommand: AsyncParsableCommand {
         let scenario = DemoScenario(
             count: count,
             onDemand: onDemand,
-            timeout: .milliseconds(Int64((timeout * 1000).rounded())),
+            timeout: .clampedMilliseconds(Int64(clamping: (timeout * 1000).rounded())),
             root: root,
             remote: remote,
             keep: keep,

@@ -202,6 +202,22 @@ import Testing
         #expect(HTTPErrorClassification.retryAfter(nil, now: now) == nil)
     }
 
+    @Test("Retry-After values no integer can hold, and timeouts of any length, saturate instead of trapping")
+    func absurdDurationsSaturate() {
+        let now = Date(timeIntervalSince1970: 1_784_000_000)
+        // A date in a year far beyond any Int64 count of milliseconds from now.
+        for value in [
+            "Fri, 31 Dec 999999999 23:59:59 GMT", "Sat, 01 Jan 292277026596 00:00:00 GMT", "99999999999999999999",
+        ] {
+            let delay = HTTPErrorClassification.retryAfter(value, now: now)
+            #expect(delay == nil || delay! > .seconds(86_400 * 365), "\(value)")
+        }
+        #expect(HTTPErrorClassification.retryAfter("9223372036854775807", now: now) == .seconds(Int64.max))
+        #expect(HTTPTransport.timeAmount(.seconds(Int64.max)) == .nanoseconds(Int64.max))
+        #expect(HTTPTransport.timeAmount(.seconds(3)) == .seconds(3))
+        #expect(HTTPTransport.timeAmount(.milliseconds(1500)) == .milliseconds(1500))
+    }
+
     @Test("a 503 SlowDown carries the server's Retry-After, its code and request id, and names the object")
     func slowDownErrorCarriesRetryAfter() {
         let body = ByteBuffer(

@@ -5,36 +5,44 @@ import Foundation
 /// no input may crash the process.
 extension Duration {
     /// The duration in whole milliseconds (rounded down), saturated to `Int64`'s range.
-    var clampedMilliseconds: Int64 {
+    package var clampedMilliseconds: Int64 {
         let (seconds, attoseconds) = components
         let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1000)
         if overflow { return seconds < 0 ? .min : .max }
         return whole.addingClamped(attoseconds / 1_000_000_000_000_000)
     }
 
+    /// The duration in whole nanoseconds (rounded down), saturated to `Int64`'s range.
+    package var clampedNanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return seconds < 0 ? .min : .max }
+        return whole.addingClamped(attoseconds / 1_000_000_000)
+    }
+
     /// A duration of `milliseconds`, which may be any `Int64`.
-    static func clampedMilliseconds(_ milliseconds: Int64) -> Duration {
+    package static func clampedMilliseconds(_ milliseconds: Int64) -> Duration {
         .seconds(milliseconds / 1000) + .milliseconds(milliseconds % 1000)
     }
 }
 
 extension Int64 {
     /// `self + other`, saturated to `Int64`'s range.
-    func addingClamped(_ other: Int64) -> Int64 {
+    package func addingClamped(_ other: Int64) -> Int64 {
         let (sum, overflow) = addingReportingOverflow(other)
         if overflow { return other < 0 ? .min : .max }
         return sum
     }
 
     /// `self - other`, saturated to `Int64`'s range.
-    func subtractingClamped(_ other: Int64) -> Int64 {
+    package func subtractingClamped(_ other: Int64) -> Int64 {
         let (difference, overflow) = subtractingReportingOverflow(other)
         if overflow { return other < 0 ? .max : .min }
         return difference
     }
 
     /// `value` rounded down to an integer, saturated to `Int64`'s range; NaN is 0.
-    init(clamping value: Double) {
+    package init(clamping value: Double) {
         if value.isNaN {
             self = 0
         } else if value >= 9_223_372_036_854_775_807.0 {

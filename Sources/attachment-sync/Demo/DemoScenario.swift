@@ -434,7 +434,9 @@ struct DemoScenario: Sendable {
         check: () async throws -> Poll
     ) async throws {
         let clock = ContinuousClock()
-        let polls = max(1, Int(((deadline - clock.now) / Self.pollInterval).rounded(.up)) + 1)
+        // Saturated: a timeout of any length is a long wait, never an overflow.
+        let polls = max(
+            1, Int(min(Int64(clamping: ((deadline - clock.now) / Self.pollInterval).rounded(.up)), 1 << 50)) + 1)
         var lastQuarter = 0
         var lastLine = ""
         for _ in 0..<polls {

@@ -63,4 +63,12 @@ struct DemoCommandTests {
         #expect(result.standardError.contains("--count must be at least 1"), "stderr: \(result.standardError)")
         #expect(!result.standardOutput.contains("demo converged"))
     }
+
+    @Test("a timeout too long for any clock is refused or clamped, never a crash")
+    func demoSurvivesAbsurdTimeout() async throws {
+        let tool = try CommandLineTool.locate()
+        let result = try await tool.run(["demo", "--count", "1", "--timeout", "1e300"])
+        #expect(result.status == 0, "stderr: \(result.standardError)")
+        #expect(result.standardOutput.contains("demo converged"), "stdout: \(result.standardOutput)")
+    }
 }
