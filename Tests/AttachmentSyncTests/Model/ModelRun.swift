@@ -71,6 +71,9 @@ final class ModelRun {
     private var handovers: [Handover] = []
     private var handoverCount = 0
 
+    /// The longest any retry may wait, whatever a server's `Retry-After` says.
+    static let maximumDelay: Duration = .seconds(30)
+
     static let schema = Schema(tables: [
         Table(
             name: "rows", columns: [.text("attachment_id"), .text("filename"), .text("content_hash"), .integer("size")]),
@@ -152,7 +155,7 @@ final class ModelRun {
         configuration.currentDate = { [clock] in clock.date }
         configuration.syncInterval = .zero
         configuration.syncThrottleDuration = .zero
-        configuration.retryBackoff = RetryBackoff(initialDelay: .seconds(1), maximumDelay: .seconds(30), jitter: false)
+        configuration.retryBackoff = RetryBackoff(initialDelay: .seconds(1), maximumDelay: Self.maximumDelay, jitter: false)
         configuration.maxAttempts = history.setup.maxAttempts
         configuration.archivedCacheLimit = history.setup.archivedCacheLimit
         configuration.maxCacheBytes = history.setup.maxCacheBytes
@@ -528,11 +531,16 @@ final class ModelRun {
         await store.clearFaults()
         crash.disarm()
         try await restart()
+        // Each round waits the longest a retry may be delayed, no more, and retries only what was given up (as
+        // an app's "try again" would): an attachment parked beyond the backoff ceiling (an absurd Retry-After
+        // taken at its word) does not converge. (`retryAll()` would bring it forward and hide that.)
         for _ in 0..<6 {
-            _ = try? await queue.retryAll()
+            for record in (try? await records()) ?? [] where record.givenUp != nil {
+                _ = try? await queue.retry(attachmentId: record.id)
+            }
             await emit()
             try? await queue.syncNow()
-            await clock.advance(by: .seconds(3600))
+            await clock.advance(by: Self.maximumDelay + .seconds(1))
         }
         await emit()
         try? await queue.syncNow()
