@@ -155,7 +155,8 @@ final class ModelRun {
         configuration.currentDate = { [clock] in clock.date }
         configuration.syncInterval = .zero
         configuration.syncThrottleDuration = .zero
-        configuration.retryBackoff = RetryBackoff(initialDelay: .seconds(1), maximumDelay: Self.maximumDelay, jitter: false)
+        configuration.retryBackoff = RetryBackoff(
+            initialDelay: .seconds(1), maximumDelay: Self.maximumDelay, jitter: false)
         configuration.maxAttempts = history.setup.maxAttempts
         configuration.archivedCacheLimit = history.setup.archivedCacheLimit
         configuration.maxCacheBytes = history.setup.maxCacheBytes
