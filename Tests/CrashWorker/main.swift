@@ -92,7 +92,7 @@ while true {
         guard !saved.isEmpty else { continue }
         let victim = saved.remove(at: next(below: saved.count))
         journal("deleting \(victim)")
-        try? await queue.deleteFile(attachmentId: "f\(victim)") { tx, attachment in
+        _ = try? await queue.deleteFile(attachmentId: "f\(victim)") { tx, attachment in
             try tx.execute(sql: "DELETE FROM rows WHERE attachment_id = ?", arguments: [attachment.id])
         }
         journal("deleted \(victim)")

@@ -104,6 +104,17 @@ extension AttachmentQueue {
     ///
     /// - Parameter changedSince: When given, records changed at or after this timestamp are not archived.
     func reconcile(_ items: [WatchedAttachmentItem], keepingRecordsChangedSince changedSince: Int64? = nil) async {
+        do {
+            try await reconcileOrThrow(items, keepingRecordsChangedSince: changedSince)
+        } catch {
+            logError("reconciling the watched attachments failed", error)
+        }
+    }
+
+    /// ``reconcile(_:keepingRecordsChangedSince:)``, throwing what fails instead of logging it.
+    func reconcileOrThrow(_ items: [WatchedAttachmentItem], keepingRecordsChangedSince changedSince: Int64? = nil)
+        async throws
+    {
         let previous = reconciledWatch
         let clears = tableClears
         reconciledWatch = nil  // until this emission is reconciled: a failure makes the next one read all
@@ -227,8 +238,39 @@ extension AttachmentQueue {
                     ])
                 trigger()
             }
-        } catch {
-            logError("reconciling the watched attachments failed", error)
+        }
+    }
+
+    /// Brings the queue in line with `items`, the attachments the app's data refers to now, as if the
+    /// watch had emitted them: new ids get a record (downloaded eagerly or on demand, as
+    /// ``Configuration/downloadPolicy`` says), ids no longer present are archived, archived ones referred
+    /// to again are restored or queued again. Then a pass is triggered.
+    ///
+    /// The queue calls it for each emission of `watchAttachments`; call it yourself when the app knows its
+    /// attachments another way (a queue made without a watch, or a custom queue built on
+    /// ``AttachmentQueueProtocol``). The next emission of the watch, if there is one, replaces what this
+    /// call set.
+    ///
+    /// ```swift
+    /// let ids = try await db.getAll(sql: "SELECT photo_id FROM checklists WHERE photo_id IS NOT NULL") {
+    ///     try $0.getString(name: "photo_id")
+    /// }
+    /// try await queue.processWatchedAttachments(items: ids.map { try WatchedAttachmentItem(id: $0, fileExtension: "jpg") })
+    /// ```
+    ///
+    /// - Parameter items: Every attachment that should be present.
+    /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/invalidName`` naming the
+    ///   first item whose id or names cannot be an attachment's (an id in another Unicode form than NFC, a
+    ///   name with `/`…); then nothing changes. A watched item that names a remote file another attachment
+    ///   has is skipped and logged, as in the watch. Database errors; ``AttachmentError/Code-swift.struct/closed``
+    ///   after ``close()``.
+    public func processWatchedAttachments(items: [WatchedAttachmentItem]) async throws {
+        try await operation {
+            for item in items {
+                try FileName.validateNormalization(item.id)
+                _ = try Reconciler.newRecord(for: item, mode: .eager)
+            }
+            try await reconcileOrThrow(items)
         }
     }
 
