@@ -30,7 +30,7 @@ final class RecordingErrorHandler: SyncErrorHandler {
 }
 
 /// Local storage whose `saveFile` fails a given number of times, to stand for a full or failing disk.
-final class FlakyLocalStorage: LocalStorageAdapter {
+final class FlakyLocalStorage: ForwardingLocalStorage {
     let base = FileManagerStorageAdapter()
     let failuresLeft: Mutex<Int>
 
@@ -44,21 +44,6 @@ final class FlakyLocalStorage: LocalStorageAdapter {
         if fail { throw AttachmentError(code: .fileSystem, message: "disk full (injected)", path: filePath) }
         return try await base.saveFile(filePath: filePath, data: data)
     }
-    func readFile(filePath: String, mediaType: String?) async throws -> Data {
-        try await base.readFile(filePath: filePath, mediaType: mediaType)
-    }
-    func deleteFile(filePath: String) async throws { try await base.deleteFile(filePath: filePath) }
-    func fileExists(filePath: String) async throws -> Bool { try await base.fileExists(filePath: filePath) }
-    func fileSize(filePath: String) async throws -> Int64? { try await base.fileSize(filePath: filePath) }
-    func makeDir(path: String) async throws { try await base.makeDir(path: path) }
-    func rmDir(path: String) async throws { try await base.rmDir(path: path) }
-    func copyFile(sourcePath: String, targetPath: String) async throws {
-        try await base.copyFile(sourcePath: sourcePath, targetPath: targetPath)
-    }
-    func moveFile(sourcePath: String, targetPath: String) async throws {
-        try await base.moveFile(sourcePath: sourcePath, targetPath: targetPath)
-    }
-    func listDirectory(path: String) async throws -> [String] { try await base.listDirectory(path: path) }
 }
 
 @Suite("Transfer failures", .cleansUp)
