@@ -34,22 +34,6 @@ struct S3TestBucket {
         try S3RemoteStorage(configuration: configuration(configure))
     }
 
-    /// Runs `body` with a new adapter for this bucket (another device, other credentials), and shuts it down
-    /// afterwards whether `body` succeeded or not.
-    func withStorage(
-        _ configure: (inout S3RemoteStorage.Configuration) -> Void = { _ in },
-        _ body: (S3RemoteStorage) async throws -> Void
-    ) async throws {
-        let storage = try makeStorage(configure)
-        do {
-            try await body(storage)
-        } catch {
-            try await storage.shutdown()
-            throw error
-        }
-        try await storage.shutdown()
-    }
-
     /// Runs `body` with an adapter on a fresh bucket, then deletes every object, aborts every multipart upload
     /// and deletes the bucket, whether `body` succeeded or not.
     static func with(
