@@ -32,9 +32,15 @@ public protocol LocalStorageAdapter: Sendable {
     func makeDir(path: String) async throws
 
     /// Deletes the folder and everything in it. Succeeds when it does not exist.
+    ///
+    /// The queue never calls it. The default throws ``AttachmentError`` with code
+    /// ``AttachmentError/Code-swift.struct/unsupported`` unless there is nothing at `path`.
     func rmDir(path: String) async throws
 
     /// Copies a file, replacing the target.
+    ///
+    /// The queue never calls it. The default reads the source with ``readFile(filePath:mediaType:)`` and
+    /// writes it with ``saveFile(filePath:data:)``: the whole file in memory, so implement it for large files.
     func copyFile(sourcePath: String, targetPath: String) async throws
 
     /// Moves (renames) a file, replacing the target atomically.
@@ -54,4 +60,18 @@ public protocol LocalStorageAdapter: Sendable {
 extension LocalStorageAdapter {
     /// `nil`: content goes through ``readFile(filePath:mediaType:)`` and ``saveFile(filePath:data:)``.
     public func plainFileURL(filePath: String) -> URL? { nil }
+
+    /// Succeeds when nothing is at `path`; otherwise throws
+    /// ``AttachmentError/Code-swift.struct/unsupported``: removing folders is the adapter's to implement.
+    public func rmDir(path: String) async throws {
+        guard try await fileExists(filePath: path) else { return }
+        throw AttachmentError(
+            code: .unsupported, message: "\(type(of: self)) does not remove folders (\(path))", path: path)
+    }
+
+    /// Reads the source and saves it as the target (atomically, as ``saveFile(filePath:data:)`` does).
+    public func copyFile(sourcePath: String, targetPath: String) async throws {
+        let data = try await readFile(filePath: sourcePath, mediaType: nil)
+        _ = try await saveFile(filePath: targetPath, data: data)
+    }
 }

@@ -171,3 +171,79 @@ struct QueueProtocolTests {
         #expect(try await device.state(of: "b") == .synced)
     }
 }
+
+/// Local storage written against the protocol's required methods only (no `rmDir`, no `copyFile`), keeping
+/// files in memory.
+private actor MinimalStorage: LocalStorageAdapter {
+    var files: [String: Data] = [:]
+
+    func saveFile(filePath: String, data: Data) async throws -> Int64 {
+        files[filePath] = data
+        return Int64(data.count)
+    }
+    func readFile(filePath: String, mediaType: String?) async throws -> Data {
+        guard let data = files[filePath] else {
+            throw AttachmentError(code: .localFileNotFound, message: "no \(filePath)", path: filePath)
+        }
+        return data
+    }
+    func deleteFile(filePath: String) async throws { files[filePath] = nil }
+    func fileExists(filePath: String) async throws -> Bool {
+        files[filePath] != nil || files.keys.contains { $0.hasPrefix(filePath + "/") }
+    }
+    func fileSize(filePath: String) async throws -> Int64? { files[filePath].map { Int64($0.count) } }
+    func makeDir(path: String) async throws {}
+    func moveFile(sourcePath: String, targetPath: String) async throws {
+        files[targetPath] = files.removeValue(forKey: sourcePath)
+    }
+    func listDirectory(path: String) async throws -> [String] {
+        files.keys.filter { $0.hasPrefix(path + "/") }.map { String($0.dropFirst(path.count + 1)) }
+    }
+}
+
+@Suite("Smaller conveniences", .cleansUp)
+struct QueueConvenienceTests {
+    @Test("an adapter without rmDir and copyFile compiles; copyFile copies, rmDir refuses a folder it cannot remove")
+    func localStorageDefaults() async throws {
+        let storage = MinimalStorage()
+        _ = try await storage.saveFile(filePath: "/a/one", data: Data("one".utf8))
+        try await storage.copyFile(sourcePath: "/a/one", targetPath: "/a/two")
+        #expect(try await storage.readFile(filePath: "/a/two", mediaType: nil) == Data("one".utf8))
+        try await storage.rmDir(path: "/nothing-here")
+        let error = await #expect(throws: AttachmentError.self) { try await storage.rmDir(path: "/a") }
+        #expect(error?.code == .unsupported)
+        #expect(error?.message.contains("/a") == true)
+    }
+
+    @Test("withAttachmentQueue closes the queue when its body returns and when it throws")
+    func scopedQueueIsClosed() async throws {
+        let folder = try TemporaryDirectory()
+        let db = try LocalDatabase(path: folder.path("app.sqlite"), schema: QueueHarness.schema)
+        let remote = InMemoryRemoteStorage()
+        let configuration = AttachmentQueue.Configuration(attachmentsDirectory: folder.path("attachments"))
+        let (kept, photo) = try await withAttachmentQueue(db: db, remoteStorage: remote, configuration: configuration) {
+            queue in
+            let photo = try await queue.saveFile(data: testBytes(100), mediaType: nil, fileExtension: "jpg")
+            try await queue.syncNow()
+            return (queue, photo)
+        }
+        #expect(await remote.file(named: photo.filename) == testBytes(100))
+        let closed = await #expect(throws: AttachmentError.self) {
+            try await kept.saveFile(data: testBytes(1), mediaType: nil, fileExtension: "jpg")
+        }
+        #expect(closed?.code == .closed)
+
+        let leaked = Mutex<AttachmentQueue?>(nil)
+        await #expect(throws: InjectedFailure.self) {
+            try await withAttachmentQueue(db: db, remoteStorage: remote, configuration: configuration) { queue in
+                leaked.withLock { $0 = queue }
+                throw InjectedFailure("the work failed")
+            }
+        }
+        let afterThrow = await #expect(throws: AttachmentError.self) {
+            try await leaked.withLock { $0 }?.saveFile(data: testBytes(1), mediaType: nil, fileExtension: "jpg")
+        }
+        #expect(afterThrow?.code == .closed)
+        try await db.close()
+    }
+}
