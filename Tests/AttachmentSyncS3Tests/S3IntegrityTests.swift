@@ -183,19 +183,8 @@ struct S3IntegrityTests {
             let file = attachment("photo.jpg")
             try await storage.uploadFile(data: Data("x".utf8), attachment: file)
             let calls = LockedValue(0)
-            let configure: (inout S3RemoteStorage.Configuration) -> Void = { configuration in
-                configuration.credentials = .custom {
-                    let call = calls.withLock { count -> Int in
-                        count += 1
-                        return count
-                    }
-                    let secret = call == 1 ? "revoked-secret" : bucket.server.secretKey
-                    return S3Credentials(
-                        accessKeyId: bucket.server.accessKey, secretAccessKey: secret,
-                        expiration: Date().addingTimeInterval(3600))
-                }
-            }
-            try await bucket.withStorage(configure) { deleting in
+            try await bucket.withStorage({ $0.credentials = bucket.credentialsRevokedOnce(counting: calls) }) {
+                deleting in
                 let refused = await #expect(throws: AttachmentError.self) {
                     try await deleting.deleteFile(attachment: file)
                 }

@@ -175,19 +175,8 @@ struct S3RemoteStorageTests {
     func refusedCustomCredentialsAreRefetched() async throws {
         try await S3TestBucket.with("refetch") { _, bucket in
             let calls = LockedValue(0)
-            let storage = try bucket.makeStorage { configuration in
-                configuration.credentials = .custom {
-                    let call = calls.withLock { count -> Int in
-                        count += 1
-                        return count
-                    }
-                    // The first credentials have been revoked; the provider's next answer is good.
-                    let secret = call == 1 ? "revoked-secret" : bucket.server.secretKey
-                    return S3Credentials(
-                        accessKeyId: bucket.server.accessKey, secretAccessKey: secret,
-                        expiration: Date().addingTimeInterval(3600))
-                }
-            }
+            // The first credentials have been revoked; the provider's next answer is good.
+            let storage = try bucket.makeStorage { $0.credentials = bucket.credentialsRevokedOnce(counting: calls) }
             let file = attachment("photo.jpg")
             let refused = await #expect(throws: AttachmentError.self) {
                 try await storage.uploadFile(data: Data("x".utf8), attachment: file)

@@ -34,6 +34,21 @@ struct S3TestBucket {
         try S3RemoteStorage(configuration: configuration(configure))
     }
 
+    /// Credentials from a custom provider whose first answer has been revoked (a wrong secret) and whose
+    /// later answers are good; `calls` counts the calls.
+    func credentialsRevokedOnce(counting calls: LockedValue<Int>) -> S3RemoteStorage.CredentialsProvider {
+        let server = server
+        return .custom {
+            let call = calls.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            return S3Credentials(
+                accessKeyId: server.accessKey, secretAccessKey: call == 1 ? "revoked-secret" : server.secretKey,
+                expiration: Date().addingTimeInterval(3600))
+        }
+    }
+
     /// Runs `body` with an adapter on a fresh bucket, then deletes every object, aborts every multipart upload
     /// and deletes the bucket, whether `body` succeeded or not.
     static func with(

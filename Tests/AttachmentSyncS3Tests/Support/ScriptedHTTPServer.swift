@@ -124,8 +124,11 @@ final class ScriptedHTTPServer: Sendable {
                     let sent = request.method == .HEAD ? Data() : response.body.prefix(response.holdAfter ?? .max)
                     if !sent.isEmpty { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: sent)))) }
                     if response.holdAfter != nil, request.method != .HEAD {
-                        // Stall: nothing more until the server stops (which cancels this task).
-                        while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+                        // Stall: nothing more until the server stops (which cancels this task and so ends
+                        // the wait on a stream nothing is ever sent to).
+                        let (stall, continuation) = AsyncStream.makeStream(of: Void.self)
+                        for await _ in stall {}
+                        continuation.finish()
                         return
                     }
                     try await outbound.write(.end(nil))
