@@ -144,9 +144,17 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
     /// The URL of the attachment's file: the base URL, `/`, and the filename percent-encoded as one segment.
     ///
     /// - Throws: `invalidName` for a filename that is empty, `.` or `..`, or contains `/` or `\`: servers decode
-    ///   `%2F` and resolve `..`, so such a name could reach another folder.
+    ///   `%2F` and resolve `..`, so such a name could reach another folder; also for one starting with
+    ///   ``contentHashPrefix`` (another file's stored hash) when ``Configuration/storesContentHashes``.
     public func url(for attachment: Attachment) throws -> URL {
-        try url(named: attachment.filename, attachment: attachment)
+        if configuration.storesContentHashes, attachment.filename.hasPrefix(Self.contentHashPrefix) {
+            throw AttachmentError(
+                code: .invalidName,
+                message: "\(String(reflecting: attachment.filename)) cannot be an attachment's file name: the "
+                    + "\(Self.contentHashPrefix) prefix is where the adapter keeps stored hashes",
+                attachmentId: attachment.id, name: attachment.filename)
+        }
+        return try url(named: attachment.filename, attachment: attachment)
     }
 
     /// The prefix of the companion file that keeps a file's SHA-256 (see

@@ -120,7 +120,7 @@ struct HTTPRemoteStorageTests {
     @Test("filenames that a server could resolve to another folder are rejected before any request")
     func pathLikeFilenamesAreRejected() async throws {
         let storage = try HTTPRemoteStorage(configuration: .init(baseURL: URL(string: "http://127.0.0.1:9/files")!))
-        for name in ["", ".", "..", "../escape.txt", "a/b.txt", "a\\b.txt"] {
+        for name in ["", ".", "..", "../escape.txt", "a/b.txt", "a\\b.txt", ".attachment-sync-sha256-photo.jpg"] {
             let error = await #expect(throws: AttachmentError.self) {
                 try await storage.uploadFile(data: Data("x".utf8), attachment: attachment(name))
             }
