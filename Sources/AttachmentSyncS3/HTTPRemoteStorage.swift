@@ -229,21 +229,20 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
         fileURL: URL, attachment: Attachment, progress: @escaping TransferProgressHandler
     ) async throws {
         let size = try FileIO.size(of: fileURL)
+        var sha256: String?
         if configuration.storesContentHashes {
-            let sha256: String
-            if let recorded = validSHA256(attachment.contentHash) {
-                sha256 = recorded
-            } else {
-                sha256 = try await FileIO.digests(of: fileURL, offset: 0, length: size).sha256
-            }
-            try await storeContentHash(sha256, of: attachment)
+            sha256 = validSHA256(attachment.contentHash)
+            if sha256 == nil { sha256 = try await FileIO.digests(of: fileURL, offset: 0, length: size).sha256 }
         }
         var request = try await request(.PUT, attachment: attachment)
         if let mediaType = attachment.mediaType, !mediaType.isEmpty {
             request.headers.replaceOrAdd(name: "content-type", value: mediaType)
         }
         let event = event("PUT", attachment)
-        try await transport.watched(event, attachmentId: attachment.id) { [request] meter in
+        // The stored hash too is under the minimum rate: a server that trickles its answer to that small
+        // request must not hold the transfer either.
+        try await transport.watched(event, attachmentId: attachment.id) { [request, sha256] meter in
+            if let sha256 { try await self.storeContentHash(sha256, of: attachment) }
             var request = request
             let sent = LockedValue<Int64>(0)
             let chunks = FileChunks(url: fileURL, offset: 0, length: size) { count in
@@ -304,10 +303,10 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
         _ attachment: Attachment, into destination: URL, from offset: Int64, requiresValidator: Bool,
         _ progress: @escaping TransferProgressHandler
     ) async throws -> RemoteObjectInfo {
-        let sha256 = configuration.storesContentHashes ? try await storedContentHash(of: attachment) : nil
         let event = event("GET", attachment)
-        let object = try await transport.watched(event, attachmentId: attachment.id) { meter in
-            try await self.transport.download(
+        let (object, sha256) = try await transport.watched(event, attachmentId: attachment.id) { meter in
+            let sha256 = self.configuration.storesContentHashes ? try await self.storedContentHash(of: attachment) : nil
+            let object = try await self.transport.download(
                 to: destination, from: max(0, offset), expectedSize: attachment.size,
                 requiresValidator: requiresValidator, event: event, attachmentId: attachment.id, meter: meter,
                 progress: progress
@@ -323,6 +322,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
                 return try await self.transport.send(
                     request, event: self.event("HEAD", attachment), attachmentId: attachment.id, accepts: { _ in true })
             }
+            return (object, sha256)
         }
         return RemoteObjectInfo(size: object.size, sha256: sha256)
     }

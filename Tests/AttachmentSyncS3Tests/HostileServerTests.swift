@@ -26,6 +26,8 @@ private final class ServedObject: Sendable {
         var chunked = false
         /// The `Content-Length` claimed for a whole body, when not the content's.
         var claimedLength: Int64?
+        /// Answer requests for the stored hash (`.attachment-sync-sha256-…`) with a head and then nothing.
+        var stallsStoredHash = false
     }
 
     let behaviour: LockedValue<Behaviour>
@@ -36,6 +38,11 @@ private final class ServedObject: Sendable {
 
     func respond(_ request: ScriptedRequest) -> ScriptedResponse {
         let object = behaviour.withLock { $0 }
+        if request.uri.contains(HTTPRemoteStorage.contentHashPrefix) {
+            return object.stallsStoredHash
+                ? ScriptedResponse(.ok, headers: [("content-length", "64")], holdAfter: 0)
+                : ScriptedResponse(.notFound)
+        }
         var headers: [(name: String, value: String)] = []
         if let etag = object.etag { headers.append(("etag", etag)) }
         if let condition = request.header("if-match"), !object.ignoresIfMatch, condition != object.etag {
@@ -87,8 +94,9 @@ struct HostileServerTests {
         } catch {
             failure = error
         }
-        await server.stop()
+        // The client first: once it is down no connection can be opening while the server closes.
         try await storage.shutdown()
+        await server.stop()
         if let failure { throw failure }
     }
 
@@ -302,6 +310,35 @@ struct HostileServerTests {
             #expect(error.code == .remoteUnavailable)
             #expect(error.message.contains("minimum transfer rate"))
             #expect(try Data(contentsOf: destination) == Self.content.prefix(5000), "kept for resuming")
+        }
+    }
+
+    @Test("a server that stalls its answer for the stored hash is stopped by the minimum rate too")
+    func stalledStoredHashIsStopped() async throws {
+        let clock = ManualClock()
+        let object = ServedObject(Self.content)
+        object.change { $0.stallsStoredHash = true }
+        let configure: (inout HTTPRemoteStorage.Configuration) -> Void = {
+            $0.storesContentHashes = true
+            $0.clock = clock
+            $0.minimumTransferRate = MinimumTransferRate(bytes: 1, per: .seconds(30))
+        }
+        try await Self.with(object, configure: configure) { storage, server, directory in
+            let download = Task {
+                try await storage.downloadFile(
+                    attachment: attachment("photo.jpg"), into: directory.appendingPathComponent("d"), from: 0
+                ) { _ in }
+            }
+            // The watchdog is already measuring while the stored hash is asked for.
+            try await withDeadline(seconds: 10, "the watchdog to sleep") { await clock.waitForSleepers(count: 1) }
+            await clock.advance(by: .seconds(30))
+            let outcome = try await withDeadline("the stalled request to be stopped") { await download.result }
+            guard case .failure(let error as AttachmentError) = outcome else {
+                Issue.record("expected remoteUnavailable, got \(outcome)")
+                return
+            }
+            #expect(error.code == .remoteUnavailable)
+            #expect(server.requests.map(\.uri).allSatisfy { $0.contains(HTTPRemoteStorage.contentHashPrefix) })
         }
     }
 

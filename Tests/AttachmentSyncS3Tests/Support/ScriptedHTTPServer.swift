@@ -38,13 +38,17 @@ struct ScriptedRequest: Sendable {
 /// An HTTP/1.1 server on 127.0.0.1 whose every answer a test scripts: for the responses real servers give
 /// only when something is wrong (a `206` for another range, a `416` for an object that shrank, a body that
 /// stalls after a few bytes, a size that is not the attachment's). It records every request.
+///
+/// Plain channel handlers, not NIO's async channels: those must each be finished, and a connection accepted
+/// while the server shuts down could not be, which crashes the process.
 final class ScriptedHTTPServer: Sendable {
     typealias Handler = @Sendable (ScriptedRequest) async -> ScriptedResponse
 
     let port: Int
+    private let serverChannel: any Channel
     private let received = LockedValue<[ScriptedRequest]>([])
-    private let serverTask: LockedValue<Task<Void, Never>?> = LockedValue(nil)
-    private let channel: NIOAsyncChannel<NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, Never>
+    /// The open connections, closed by ``stop()``.
+    private let connections = LockedValue<[any Channel]>([])
 
     /// The requests received so far, in order.
     var requests: [ScriptedRequest] { received.withLock { $0 } }
@@ -52,11 +56,9 @@ final class ScriptedHTTPServer: Sendable {
     /// The server's base URL, `http://127.0.0.1:<port>`.
     var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
 
-    private init(
-        channel: NIOAsyncChannel<NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>, Never>
-    ) throws {
-        self.channel = channel
-        guard let port = channel.channel.localAddress?.port else {
+    private init(serverChannel: any Channel) throws {
+        self.serverChannel = serverChannel
+        guard let port = serverChannel.localAddress?.port else {
             throw HarnessFailure("the scripted server has no port")
         }
         self.port = port
@@ -64,78 +66,87 @@ final class ScriptedHTTPServer: Sendable {
 
     /// Starts a server on a free port of 127.0.0.1 that answers every request with `handler`.
     static func start(_ handler: @escaping Handler) async throws -> ScriptedHTTPServer {
+        let recorder = LockedValue<ScriptedHTTPServer?>(nil)
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .bind(host: "127.0.0.1", port: 0) { child in
+            .childChannelInitializer { child in
                 child.eventLoop.makeCompletedFuture {
                     try child.pipeline.syncOperations.configureHTTPServerPipeline()
-                    return try NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>(
-                        wrappingChannelSynchronously: child)
+                    try child.pipeline.syncOperations.addHandler(
+                        ScriptedHandler(handler: handler) { request in
+                            recorder.withLock { $0 }?.received.withLock { $0.append(request) }
+                        })
+                    recorder.withLock { $0 }?.connections.withLock { $0.append(child) }
                 }
             }
-        let server = try ScriptedHTTPServer(channel: channel)
-        let task = Task {
-            await withDiscardingTaskGroup { group in
-                do {
-                    try await channel.executeThenClose { connections in
-                        for try await connection in connections {
-                            group.addTask { await server.serve(connection, handler) }
-                        }
-                    }
-                } catch {
-                    return  // the server was stopped
-                }
-            }
-        }
-        server.serverTask.withLock { $0 = task }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let server = try ScriptedHTTPServer(serverChannel: channel)
+        recorder.withLock { $0 = server }
         return server
     }
 
-    /// Stops the server and drops its connections (a stalled body included).
+    /// Stops the server: the listening socket closes, then every connection (a stalled response included).
     func stop() async {
-        try? await channel.channel.close()
-        let task = serverTask.withLock { $0 }
-        task?.cancel()
-        await task?.value
+        try? await serverChannel.close()
+        for connection in connections.withLock({ $0 }) {
+            try? await connection.close()
+        }
+    }
+}
+
+/// Answers each request on a connection with the script, on the connection's event loop.
+private final class ScriptedHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    let handler: ScriptedHTTPServer.Handler
+    let record: @Sendable (ScriptedRequest) -> Void
+    private var current: ScriptedRequest?
+
+    init(handler: @escaping ScriptedHTTPServer.Handler, record: @escaping @Sendable (ScriptedRequest) -> Void) {
+        self.handler = handler
+        self.record = record
     }
 
-    private func serve(
-        _ connection: NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>,
-        _ handler: Handler
-    ) async {
-        try? await connection.executeThenClose { inbound, outbound in
-            var current: ScriptedRequest?
-            for try await part in inbound {
-                switch part {
-                case .head(let head):
-                    current = ScriptedRequest(method: head.method, uri: head.uri, headers: head.headers)
-                case .body:
-                    continue
-                case .end:
-                    guard let request = current else { continue }
-                    received.withLock { $0.append(request) }
-                    let response = await handler(request)
-                    var headers = HTTPHeaders(response.headers.map { ($0.name, $0.value) })
-                    if !headers.contains(name: "content-length"), !headers.contains(name: "transfer-encoding") {
-                        headers.add(name: "content-length", value: String(response.body.count))
-                    }
-                    try await outbound.write(
-                        .head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers)))
-                    let sent = request.method == .HEAD ? Data() : response.body.prefix(response.holdAfter ?? .max)
-                    if !sent.isEmpty { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: sent)))) }
-                    if response.holdAfter != nil, request.method != .HEAD {
-                        // Stall: nothing more until the server stops (which cancels this task and so ends
-                        // the wait on a stream nothing is ever sent to).
-                        let (stall, continuation) = AsyncStream.makeStream(of: Void.self)
-                        for await _ in stall {}
-                        continuation.finish()
-                        return
-                    }
-                    try await outbound.write(.end(nil))
-                    current = nil
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            current = ScriptedRequest(method: head.method, uri: head.uri, headers: head.headers)
+        case .body:
+            break
+        case .end:
+            guard let request = current else { return }
+            current = nil
+            record(request)
+            let handler = handler
+            let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            Task {
+                let response = await handler(request)
+                loopBound.eventLoop.execute {
+                    let (this, context) = loopBound.value
+                    this.write(response, for: request, context: context)
                 }
             }
         }
+    }
+
+    private func write(_ response: ScriptedResponse, for request: ScriptedRequest, context: ChannelHandlerContext) {
+        var headers = HTTPHeaders(response.headers.map { ($0.name, $0.value) })
+        if !headers.contains(name: "content-length"), !headers.contains(name: "transfer-encoding") {
+            headers.add(name: "content-length", value: String(response.body.count))
+        }
+        context.write(
+            wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers))),
+            promise: nil)
+        let sent = request.method == .HEAD ? Data() : response.body.prefix(response.holdAfter ?? .max)
+        if !sent.isEmpty {
+            context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: sent)))), promise: nil)
+        }
+        if response.holdAfter != nil, request.method != .HEAD {
+            context.flush()  // and nothing more: the response stalls until the server stops
+            return
+        }
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
     }
 }
 
