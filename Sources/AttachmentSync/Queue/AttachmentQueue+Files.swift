@@ -40,7 +40,7 @@ extension AttachmentQueue {
     ) async throws -> Attachment {
         try await operation {
             let names = try await newAttachmentNames(id: id, fileExtension: fileExtension)
-            defer { reserved.remove(names.id) }
+            defer { machine.release(names.id) }
             let record = AttachmentRecord(
                 id: names.id, filename: names.filename, state: .queuedUpload, timestamp: 0,
                 localPath: names.localName, mediaType: mediaType, size: Int64(data.count), metaData: metaData,
@@ -119,7 +119,7 @@ extension AttachmentQueue {
             let isLink = try checkSourceFile(source, moving: moveFile)
             let names = try await newAttachmentNames(
                 id: id, fileExtension: fileExtension ?? (fileURL.pathExtension.isEmpty ? nil : fileURL.pathExtension))
-            defer { reserved.remove(names.id) }
+            defer { machine.release(names.id) }
 
             let staged = localPath(FileName.savingName(for: names.localName))
             let size: Int64
@@ -183,7 +183,7 @@ extension AttachmentQueue {
         let ext = try FileName.normalizedExtension(fileExtension, attachmentId: id)
         let filename = try FileName.derivedFilename(id: id, fileExtension: ext)
         let localName = try FileName.localName(id: id, fileExtension: ext)
-        guard reserved.insert(id).inserted else {
+        guard machine.reserve(id) else {
             throw AttachmentError(
                 code: .alreadyExists, message: "attachment \(String(reflecting: id)) is being saved", attachmentId: id)
         }
@@ -195,7 +195,7 @@ extension AttachmentQueue {
                     attachmentId: id)
             }
         } catch {
-            reserved.remove(id)
+            machine.release(id)
             throw error
         }
         return (id, filename, localName)
@@ -335,7 +335,7 @@ extension AttachmentQueue {
         }
         let attachment =
             durably ? try await db.durableWriteTransaction(body) : try await db.writeTransaction(body)
-        changedSinceReconcile.insert(record.id)
+        machine.noteChanged(record.id)
         return attachment
     }
 
@@ -357,7 +357,7 @@ extension AttachmentQueue {
             let store = store
             let directory = attachmentsDirectory
             let timestamp = timestamps.next()
-            let runningBefore = transfers[attachmentId]?.task
+            let runningBefore = machine.handle(of: attachmentId)
             // Flushed to stable storage before the local file goes: a power loss must not bring back a
             // record (and the app's row) whose file was deleted.
             let record = try await db.durableWriteTransaction { tx -> AttachmentRecord in
@@ -377,13 +377,11 @@ extension AttachmentQueue {
                 try updateHook(tx, record.attachment(in: directory))
                 return record
             }
-            changedSinceReconcile.insert(attachmentId)
+            machine.noteChanged(attachmentId)
             // An upload or download of the old state is pointless now; the delete starts once it has stopped.
             // Only that transfer is cancelled: the delete itself may already be running (the commit triggered
             // a pass while this call waited for it), and it must go on.
-            if let transfer = transfers[attachmentId], transfer.task == runningBefore {
-                transfer.task.cancel()
-            }
+            if let task = machine.handle(of: attachmentId), task == runningBefore { task.cancel() }
             var result = record
             if let relative = record.localPath {
                 // The delete is committed: from here on nothing is thrown. A file that cannot be removed now is
@@ -462,7 +460,7 @@ extension AttachmentQueue {
     /// (``Attachment/isLocalOnly``): it does what it says.
     public func clearQueue() async throws {
         try await operation {
-            for transfer in transfers.values { transfer.task.cancel() }
+            for transfer in machine.transfers.values { transfer.handle?.cancel() }
             let store = store
             // First every record lets go of its file (so a crash in what follows leaves only files that
             // startup can attribute and remove), then the files go, then the records.
@@ -472,8 +470,7 @@ extension AttachmentQueue {
                     sql: "UPDATE \(store.table) SET state = 4, local_uri = NULL, given_up = NULL", parameters: [])
                 return records
             }
-            reconciledWatch = nil
-            tableClears += 1
+            machine.tableCleared()
             for relative in records.compactMap(\.localPath) {
                 try await localStorage.deleteFile(filePath: localPath(relative))
             }

@@ -31,7 +31,7 @@ extension AttachmentQueue {
         // A transfer of another kind in flight (an upload, an eager download) is waited for, then the
         // record looked at again; bounded, as each round waits for a transfer to end.
         for _ in 0..<8 {
-            try checkOpen()
+            try ensureOpen()
             guard let record = try await readRecord(id) else {
                 throw AttachmentError(
                     code: .attachmentNotFound, message: "no attachment has id \(String(reflecting: id))",
@@ -54,13 +54,13 @@ extension AttachmentQueue {
                 try Task.checkCancellation()
                 continue
             }
-            if reserved.contains(id) {
+            if machine.reserved.contains(id) {
                 throw AttachmentError(
                     code: .invalidState, message: "attachment \(String(reflecting: id)) is being saved",
                     attachmentId: id)
             }
-            if let transfer = transfers[id] {
-                await transfer.task.value
+            if let task = machine.handle(of: id) {
+                await task.value
                 try Task.checkCancellation()
                 continue
             }
@@ -82,12 +82,6 @@ extension AttachmentQueue {
         return try await db.readTransaction { tx in try store.record(id: id, in: tx) }
     }
 
-    func checkOpen() throws {
-        guard !isClosed else {
-            throw AttachmentError(code: .closed, message: "the attachment queue is closed")
-        }
-    }
-
     /// Marks the content as used now, for least-recently-used eviction.
     private func touch(_ id: String) async throws {
         let store = store
@@ -107,7 +101,7 @@ extension AttachmentQueue {
         }
         shared.task = task
         sharedDownloads[record.id] = shared
-        transfers[record.id] = Transfer(state: record.state, task: task, onRequest: true)
+        machine.startedOnRequest(record.id, state: record.state, handle: task)
         return shared
     }
 
@@ -226,7 +220,7 @@ extension AttachmentQueue {
                 parameters: [record.id, record.state.rawValue, relative]) == 1
         }
         guard cleared else { return false }
-        changedSinceReconcile.insert(record.id)
+        machine.noteChanged(record.id)
         try await localStorage.deleteFile(filePath: localPath(relative))
         return true
     }
@@ -287,7 +281,7 @@ extension AttachmentQueue {
     }
 
     private func endProgressIfIdle(_ id: String, token: Int) async {
-        guard transfers[id] == nil else { return }
+        guard machine.transfers[id] == nil else { return }
         let record: AttachmentRecord?
         do {
             try await waitForInit()

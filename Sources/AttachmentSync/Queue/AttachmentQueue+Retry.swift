@@ -102,10 +102,7 @@ extension AttachmentQueue {
     /// After records were queued again: they may start at the next pass (not held back by an earlier failure
     /// in this round), the next reconcile looks at them, and a pass is asked for.
     private func noteRetried(_ ids: [String]) {
-        for id in ids {
-            skippedUntilTrigger[id] = nil
-            changedSinceReconcile.insert(id)
-        }
+        machine.retried(ids)
         if !ids.isEmpty { trigger() }
     }
 }

@@ -115,17 +115,17 @@ extension AttachmentQueue {
     func reconcileOrThrow(_ items: [WatchedAttachmentItem], keepingRecordsChangedSince changedSince: Int64? = nil)
         async throws
     {
-        let previous = reconciledWatch
-        let clears = tableClears
-        reconciledWatch = nil  // until this emission is reconciled: a failure makes the next one read all
+        // Until this emission is reconciled, a failure makes the next one read everything.
+        let start = machine.reconcileStarted()
+        let previous = start.previous
         do {
             try await waitForInit()
             let current = items.map(Reconciler.scopeKey(of:))
-            let scope = Reconciler.Scope(previous: previous, current: current, changed: changedSinceReconcile).byId
             // Noted changes committed from here on stay noted for the next emission.
-            changedSinceReconcile.removeAll()
+            let changed = machine.takeChangedSinceReconcile()
+            let scope = Reconciler.Scope(previous: previous, current: current, changed: changed).byId
             guard !scope.isEmpty else {
-                if clears == tableClears { reconciledWatch = current }
+                machine.reconciled(start, current: current)
                 return
             }
             let store = store
@@ -160,7 +160,7 @@ extension AttachmentQueue {
             // and take the write lock only when there is something to write (deciding again inside it, on
             // the data it will change).
             var decision = try await db.readTransaction(decide)
-            let runningBefore = transfers.mapValues(\.task)
+            let runningBefore = machine.transfers.compactMapValues(\.handle)
             if !decision.isEmpty {
                 decision = try await db.writeTransaction { tx in
                     let decision = try decide(tx)
@@ -208,10 +208,10 @@ extension AttachmentQueue {
             // Content that disagrees with its row: its record let go of it; the file goes (a crash first
             // leaves a file its record does not claim, which startup removes).
             // Reserved meanwhile, so the download that replaces it cannot start (and be deleted) first.
-            let refetching = decision.refetches.filter { reserved.insert($0.id).inserted }
+            let refetching = decision.refetches.filter { machine.reserve($0.id) }
             for record in refetching {
                 if let relative = record.localPath { try? await localStorage.deleteFile(filePath: localPath(relative)) }
-                reserved.remove(record.id)
+                machine.release(record.id)
                 logger.warning(
                     "downloaded content disagrees with the hash or size its row now carries; fetching it again",
                     metadata: ["attachment": "\(record.id)"])
@@ -222,11 +222,9 @@ extension AttachmentQueue {
             // Downloads of archived attachments are pointless now; cancel those that ran before the commit
             // (a transfer started since belongs to a newer decision).
             for archive in decision.archives where archive.from == .queuedDownload {
-                if let transfer = transfers[archive.id], transfer.task == runningBefore[archive.id] {
-                    transfer.task.cancel()
-                }
+                if let task = machine.handle(of: archive.id), task == runningBefore[archive.id] { task.cancel() }
             }
-            if clears == tableClears { reconciledWatch = current }
+            machine.reconciled(start, current: current)
             for archive in decision.archives { eventCenter.send(.archived(attachmentId: archive.id)) }
             if !decision.isEmpty {
                 logger.debug(
@@ -277,67 +275,42 @@ extension AttachmentQueue {
     /// A triggered pass: failed transfers become eligible again, the archive is trimmed, and queued
     /// attachments start transferring. Errors are logged; the next trigger tries again.
     func runPass() async {
-        skippedUntilTrigger.removeAll()
+        machine.passStarted()
         do {
             try await trimArchive()
             try await enforceCacheBudget()
         } catch {
             logError("trimming the archived attachments failed", error)
         }
-        do {
-            try await startQueuedTransfers()
-        } catch {
-            logError("reading the queued attachments failed", error)
-        }
-        resumeIdleWaitersIfIdle()
+        if let read = machine.readQueued() { await startQueuedTransfers(read) }
+        for waiter in machine.resumeIfIdle() { waiter.resume() }
     }
 
-    /// Releases `syncNow` callers once nothing is in flight and no queue read is about to start more.
-    func resumeIdleWaitersIfIdle() {
-        if isIdle { resumeIdleWaiters() }
-    }
-
-    /// Nothing in flight, and no read of the queued records in progress or about to start (which could
-    /// start more).
-    var isIdle: Bool { transfers.isEmpty && queuedReadsInFlight == 0 }
-
-    /// Starts transfers for queued attachments, oldest first, up to the concurrency bound.
-    func startQueuedTransfers() async throws {
-        guard mayStartTransfers, transfers.count < scheduler.maxConcurrentTransfers else { return }
-        let store = store
-        // Enough rows to fill the free slots even if every busy or skipped record comes first.
-        let limit = scheduler.maxConcurrentTransfers + transfers.count + reserved.count + skippedUntilTrigger.count
-        let readStart = finishedTransferCount
-        queuedReadsInFlight += 1
-        defer {
-            queuedReadsInFlight -= 1
-            if queuedReadsInFlight == 0 { finishedWhileReading.removeAll() }
-        }
-        let now = Self.milliseconds(configuration.currentDate())
-        let (queued, earliestRetry) = try await db.readTransaction { tx in
-            (try store.queued(limit: limit, readyAt: now, in: tx), try store.earliestRetry(after: now, in: tx))
-        }
-        let fresh = queued.filter { (finishedWhileReading[$0.id] ?? Int.min) <= readStart }
-        let selected = scheduler.select(
-            queued: fresh,
-            busy: Set(transfers.keys).union(reserved),
-            inFlight: transfers.count,
-            skipped: skippedUntilTrigger,
-            now: now
-        )
-        if let earliestRetry { scheduleRetryWake(at: earliestRetry, now: now) }
-        for record in selected {
-            // The read above was a suspension point: check again before starting.
-            // (`stopSync` or `close` may have come meanwhile: then nothing starts.)
-            guard transfers[record.id] == nil, !reserved.contains(record.id),
-                transfers.count < scheduler.maxConcurrentTransfers, mayStartTransfers
-            else { continue }
-            startTransfer(record)
-        }
-        // Rows dropped as possibly stale leave this read's window short: read again rather than leave
-        // queued work with nobody to start it.
-        if fresh.count < queued.count, transfers.count < scheduler.maxConcurrentTransfers, mayStartTransfers {
-            try await startQueuedTransfers()
+    /// Reads the queued records the machine asked for and starts the transfers it picks from them, oldest
+    /// first, up to the concurrency bound; reads again while it asks to. Errors are logged.
+    func startQueuedTransfers(_ read: Machine.Read)
+        async
+    {
+        var next: Machine.Read? = read
+        while let read = next {
+            next = nil
+            let store = store
+            let now = Self.milliseconds(configuration.currentDate())
+            let rows: (queued: [AttachmentRecord], earliestRetry: Int64?)
+            do {
+                rows = try await db.readTransaction { tx in
+                    (try store.queued(limit: read.limit, readyAt: now, in: tx), try store.earliestRetry(after: now, in: tx))
+                }
+            } catch {
+                logError("reading the queued attachments failed", error)
+                for waiter in machine.readFailed(read) { waiter.resume() }
+                return
+            }
+            let outcome = machine.queuedRead(read, records: rows.queued, earliestRetry: rows.earliestRetry, now: now)
+            if let wake = outcome.wake { scheduleRetryWake(wake) }
+            for record in outcome.start { startTransfer(record) }
+            for waiter in outcome.resume { waiter.resume() }
+            next = outcome.readAgain
         }
     }
 
@@ -362,7 +335,7 @@ extension AttachmentQueue {
         let evictable = try await db.readTransaction { tx in try store.archivedBeyond(keep: limit, in: tx) }
         guard !evictable.isEmpty else { return }
         var evicted = 0
-        for record in evictable where transfers[record.id] == nil {
+        for record in evictable where machine.transfers[record.id] == nil {
             guard try await evictArchived(record) else { continue }
             evicted += 1
         }
@@ -383,7 +356,7 @@ extension AttachmentQueue {
                     parameters: [record.id, relative]) == 1
             }
             guard released else { return false }
-            changedSinceReconcile.insert(record.id)
+            machine.noteChanged(record.id)
             try await localStorage.deleteFile(filePath: localPath(relative))
         }
         let deleted = try await db.writeTransaction { tx in
@@ -392,7 +365,7 @@ extension AttachmentQueue {
                     + AttachmentStore.evictableArchived,
                 parameters: [record.id]) == 1
         }
-        if deleted { changedSinceReconcile.insert(record.id) }
+        if deleted { machine.noteChanged(record.id) }
         if record.localPath != nil {
             eventCenter.send(.evicted(attachmentId: record.id, bytes: record.size ?? 0))
             return true
@@ -425,7 +398,7 @@ extension AttachmentQueue {
                 < ($1.state == .archived ? 0 : 1, $1.lastUsedAt ?? 0, $1.timestamp)
         }
         var remaining = used
-        for record in ordered where remaining > budget && transfers[record.id] == nil {
+        for record in ordered where remaining > budget && machine.transfers[record.id] == nil {
             guard let relative = record.localPath else { continue }
             if record.state == .archived {
                 guard try await evictArchived(record) else { continue }
@@ -443,35 +416,24 @@ extension AttachmentQueue {
         clampedMilliseconds(date)
     }
 
-    /// Makes sure a pass runs when the soonest retry time `at` (milliseconds since 1970) comes, while
-    /// syncing. One timer at a time: it is replaced only by an earlier one.
-    func scheduleRetryWake(at time: Int64, now: Int64) {
-        guard session != nil else { return }
-        if let retryWake, retryWake.time <= time { return }
-        retryWake?.task.cancel()
-        let delay = Duration.clampedMilliseconds(max(0, time.subtractingClamped(now)))
+    /// Makes the timer the machine asked for: a pass when the soonest retry time comes.
+    private func scheduleRetryWake(_ wake: Machine.Wake) {
+        wake.replacing?.cancel()
         let clock = configuration.clock
         let task = Task {
             do {
-                try await clock.sleep(for: delay)
+                try await clock.sleep(for: wake.delay)
             } catch {
                 return
             }
-            if self.retryWake?.time == time { self.retryWake = nil }
+            self.machine.wakeFired(at: wake.time)
             self.trigger()
         }
-        retryWake = (time, task)
+        machine.wakeScheduled(at: wake.time, handle: task)
     }
 
-    /// Suspends until no transfer is in flight.
+    /// Suspends until no transfer is in flight and no read is about to start more.
     func waitUntilIdle() async {
-        guard !isIdle, !isClosed else { return }
-        await withCheckedContinuation { idleWaiters.append($0) }
-    }
-
-    func resumeIdleWaiters() {
-        let waiters = idleWaiters
-        idleWaiters = []
-        for waiter in waiters { waiter.resume() }
+        await withCheckedContinuation { waiter in machine.parkUntilIdle(waiter)?.resume() }
     }
 }

@@ -68,53 +68,40 @@ extension AttachmentQueue {
             let outcome = await Self.perform(record, context: context)
             await self.transferFinished(record, outcome: outcome)
         }
-        transfers[record.id] = Transfer(state: record.state, task: task)
+        machine.started(record.id, handle: task)
     }
 
     /// Books a finished transfer and keeps the queue moving: the next queued attachments start at once
     /// (while syncing or during `syncNow`), and idle waiters are released when nothing is left in flight.
     func transferFinished(_ record: AttachmentRecord, outcome: TransferOutcome) async {
-        transfers[record.id] = nil
-        changedSinceReconcile.insert(record.id)
-        finishedTransferCount += 1
-        if queuedReadsInFlight > 0 { finishedWhileReading[record.id] = finishedTransferCount }
-        report(outcome, of: record, kind: TransferKind(record.state))
-        if case .cancelled = outcome, TransferKind(record.state) == .download {
-            // In a task of its own: this one is cancelled, and its database reads would fail.
-            await Task { await self.discardUnwantedPartial(of: record) }.value
-        }
+        let finish: Machine.Finish
         switch outcome {
-        case .completed, .superseded:
+        case .cancelled: finish = .cancelled
+        case .willRetry: finish = .willRetry
+        case .completed, .superseded, .archived, .failedOnRequest: finish = .done
+        }
+        let next = machine.transferFinished(record.id, state: record.state, finish)
+        report(outcome, of: record, kind: TransferKind(record.state))
+        switch outcome {
+        case .completed, .superseded, .cancelled:
             break
-        case .cancelled:
-            // Interrupted by stopSync: wait for the next trigger, unless sync has been started again
-            // meanwhile (its first pass already ran, so nothing else would restart it).
-            if session == nil { skippedUntilTrigger[record.id] = record.state }
         case .willRetry(let error, _, _):
-            skippedUntilTrigger[record.id] = record.state
             logError("\(record.state) failed; it will be retried", error, id: record.id)
         case .archived(let error, _):
             logError("\(record.state) failed; the attachment was archived", error, id: record.id)
         case .failedOnRequest(let error):
             logError("a download asked for failed", error, id: record.id)
         }
-        if mayStartTransfers {
-            // Counted as a read from now on: until the task below has read the queued records, the queue
-            // is not idle (a `syncNow` must not return in between).
-            queuedReadsInFlight += 1
-            defer {
-                queuedReadsInFlight -= 1
-                if queuedReadsInFlight == 0 { finishedWhileReading.removeAll() }
-            }
-            do {
-                // In a task of its own: this transfer's task may have been cancelled (by stopSync, before
-                // sync was started again), and a cancelled task's database reads fail at once.
-                try await Task { try await self.startQueuedTransfers() }.value
-            } catch {
-                logError("reading the queued attachments failed", error)
-            }
+        if case .cancelled = outcome, TransferKind(record.state) == .download {
+            // In a task of its own: this one is cancelled, and its database reads would fail.
+            await Task { await self.discardUnwantedPartial(of: record) }.value
         }
-        resumeIdleWaitersIfIdle()
+        if let read = next.read {
+            // In a task of its own: this transfer's task may have been cancelled (by stopSync, before sync
+            // was started again), and a cancelled task's database reads fail at once.
+            await Task { await self.startQueuedTransfers(read) }.value
+        }
+        for waiter in next.resume + machine.resumeIfIdle() { waiter.resume() }
     }
 
     /// Removes the partial file of an interrupted download unless its attachment still waits for content

@@ -56,69 +56,30 @@ public actor AttachmentQueue {
     let files: any FileOperations
     let logger: Logger
     let timestamps = MonotonicTimestamps()
-    let scheduler: TransferScheduler
     let reconciler: Reconciler
     let progressCenter: ProgressCenter
     let eventCenter = EventCenter()
 
     /// Startup (validation, folders, verification of files against records), run once on first use.
     var initialization: Task<Void, any Error>?
-    var isClosed = false
+    /// The scheduling state: transfers in flight, reserved ids, retry timer, idle waiters, the reconcile
+    /// baseline. Every decision on it is made by the machine; the actor carries its actions out.
+    var machine: Machine
     /// The background tasks of a running sync, `nil` when stopped.
     var session: SyncSession?
-    /// Transfers in flight, by attachment id: at most one per attachment.
-    var transfers: [String: Transfer] = [:]
-    /// Ids whose `saveFile` is in progress: not to be transferred before their file is in place.
-    var reserved: Set<String> = []
-    /// Ids whose transfer failed or was cancelled since the last trigger, with the state it was in: retried
-    /// at the next trigger, never in a tight loop.
-    var skippedUntilTrigger: [String: AttachmentState] = [:]
-    /// `syncNow` calls waiting for the queue to go idle.
-    var idleWaiters: [CheckedContinuation<Void, Never>] = []
-    /// How many `syncNow` calls of the current run generation are running; while any is, finished transfers
-    /// start the next ones even when background sync is off.
-    var manualRounds: [Int: Int] = [:]
-    /// Counts `stopSync` calls: a `syncNow` started before one no longer starts transfers once it returns.
-    var runGeneration = 0
-    /// Calls that change records or files (`saveFile`, `deleteFile`, `purge`…) in progress, which `close`
-    /// waits for.
-    var operationsInProgress = 0
-    var operationWaiters: [CheckedContinuation<Void, Never>] = []
-    /// Counts finished transfers. With `finishedWhileReading`, it tells which attachments finished a
-    /// transfer while a read of the queued records was in flight: that read may still show them queued,
-    /// so it must not start them again (the finished transfer starts a fresh read itself).
-    var finishedTransferCount = 0
-    var finishedWhileReading: [String: Int] = [:]
-    var queuedReadsInFlight = 0
-    /// The timer that wakes the queue when the soonest retry time comes (see `scheduleRetryWake`).
-    var retryWake: (time: Int64, task: Task<Void, Never>)?
     /// The archive trim in progress: trims run one at a time, so `expireCache` returns only once every
     /// eviction it asked for has happened, files included.
     var archiveTrim: Task<Void, any Error>?
-    /// The ids of the watch's previous emission, once it has been reconciled: the next emission is then
-    /// reconciled against it, looking only at ids that came, went or were changed by the queue (see
-    /// `reconcile`). `nil` makes the next emission read the whole table.
-    var reconciledWatch: [String]?
-    /// Ids whose records the queue has changed or deleted since the last reconcile read them, noted after
-    /// each commit: a change the watch cannot see (an upload of an attachment no row refers to finishing,
-    /// a record going away) still reaches the next reconcile.
-    var changedSinceReconcile: Set<String> = []
     /// Downloads asked for and in flight, by attachment id.
     var sharedDownloads: [String: SharedDownload] = [:]
     var nextWaiterToken = 0
-    /// Counts `clearQueue` calls: a reconcile that overlapped one must not leave a baseline behind.
-    var tableClears = 0
+
+    /// The state machine as the queue uses it: tasks as handles, continuations as waiters.
+    typealias Machine = QueueStateMachine<Task<Void, Never>, CheckedContinuation<Void, Never>>
 
     struct SyncSession {
         var tasks: [Task<Void, Never>]
         var triggers: AsyncStream<Void>.Continuation
-    }
-
-    struct Transfer {
-        var state: AttachmentState
-        var task: Task<Void, Never>
-        /// Started by ``AttachmentQueue/download(attachmentId:)``: `stopSync` leaves it running.
-        var onRequest = false
     }
 
     /// A download asked for with ``download(attachmentId:)``, shared by every caller waiting for it.
@@ -167,7 +128,7 @@ public actor AttachmentQueue {
         self.store = AttachmentStore(table: configuration.attachmentsQueueTableName)
         self.files = configuration.files
         self.logger = configuration.logger
-        self.scheduler = TransferScheduler(maxConcurrentTransfers: max(1, configuration.maxConcurrentTransfers))
+        self.machine = QueueStateMachine(maxConcurrentTransfers: configuration.maxConcurrentTransfers)
         self.reconciler = Reconciler(policy: configuration.effectiveDownloadPolicy)
         self.progressCenter = ProgressCenter(
             clock: configuration.clock, interval: max(.zero, configuration.progressInterval))
@@ -312,6 +273,7 @@ public actor AttachmentQueue {
         // The table watch's first emission is the startup trigger: one pass right away, reading the table
         // no earlier than the watch did, so no change slips between the two.
         session = SyncSession(tasks: tasks, triggers: continuation)
+        machine.syncStarted()
         logger.debug("sync started")
     }
 
@@ -322,33 +284,19 @@ public actor AttachmentQueue {
     /// ``syncNow()`` in progress returns early (also when sync was not started). Downloads asked for with
     /// ``download(attachmentId:)`` go on.
     public func stopSync() async {
-        runGeneration += 1
-        manualRounds = [:]
-        retryWake?.task.cancel()
-        retryWake = nil
+        for task in machine.stopRequested() { task.cancel() }
         let session = self.session
         self.session = nil
         if let session {
             session.triggers.finish()
             for task in session.tasks { task.cancel() }
-        }
-        cancelBackgroundTransfers()
-        if let session {
             for task in session.tasks { await task.value }
         }
         // A pass that was reading the table when the tasks were cancelled may have started one more.
-        cancelBackgroundTransfers()
-        resumeIdleWaiters()
+        let (cancel, resume) = machine.stopFinished()
+        for task in cancel { task.cancel() }
+        for waiter in resume { waiter.resume() }
         if session != nil { logger.debug("sync stopped") }
-    }
-
-    /// Interrupts every transfer in flight except downloads asked for on request; they are retried at the
-    /// next trigger.
-    private func cancelBackgroundTransfers() {
-        for (id, transfer) in transfers where !transfer.onRequest {
-            skippedUntilTrigger[id] = transfer.state
-            transfer.task.cancel()
-        }
     }
 
     /// The same as ``stopSync()``, under the name of earlier PowerSync versions.
@@ -363,17 +311,16 @@ public actor AttachmentQueue {
     /// the database or the files, so the app may close the database. The database itself stays open (it is
     /// the app's). Closing twice is harmless.
     public func close() async {
-        guard !isClosed else { return }
-        isClosed = true
+        guard machine.closeRequested() else { return }
         // Calls already inside (a `saveFile` between its file and its commit, say) finish first.
-        while operationsInProgress > 0 {
-            await withCheckedContinuation { operationWaiters.append($0) }
+        while machine.operationsInProgress > 0 {
+            await withCheckedContinuation { waiter in machine.parkUntilNoOperations(waiter)?.resume() }
         }
         if let initialization { _ = await initialization.result }
         await stopSync()
-        let running = transfers.values.map(\.task)
+        let (running, resume) = machine.closeTransfers()
         for task in running { task.cancel() }
-        resumeIdleWaiters()
+        for waiter in resume { waiter.resume() }
         for task in running { await task.value }
         if let archiveTrim { _ = await archiveTrim.result }
         eventCenter.finish()
@@ -386,24 +333,14 @@ public actor AttachmentQueue {
     /// Works whether or not background sync is on. ``stopSync()`` or ``close()`` makes it return early.
     public func syncNow() async throws {
         try await waitForInit()
-        let generation = runGeneration
-        manualRounds[generation, default: 0] += 1
-        defer {
-            if let rounds = manualRounds[generation] {
-                manualRounds[generation] = rounds > 1 ? rounds - 1 : nil
-            }
-        }
+        let generation = machine.manualRoundStarted()
+        defer { machine.manualRoundEnded(generation) }
         await runPass()
         await waitUntilIdle()
     }
 
-    /// Whether background transfers may start: the queue is open, and syncing or in a `syncNow`.
-    var mayStartTransfers: Bool {
-        !isClosed && (session != nil || manualRounds[runGeneration, default: 0] > 0)
-    }
-
     func ensureOpen() throws {
-        if isClosed {
+        if machine.isClosed {
             throw AttachmentError(code: .closed, message: "the attachment queue is closed")
         }
     }
@@ -412,15 +349,8 @@ public actor AttachmentQueue {
     func operation<T: Sendable>(_ body: () async throws -> T) async throws -> T {
         try await waitForInit()
         try ensureOpen()
-        operationsInProgress += 1
-        defer {
-            operationsInProgress -= 1
-            if operationsInProgress == 0 {
-                let waiters = operationWaiters
-                operationWaiters = []
-                for waiter in waiters { waiter.resume() }
-            }
-        }
+        machine.operationStarted()
+        defer { for waiter in machine.operationEnded() { waiter.resume() } }
         return try await body()
     }
 
