@@ -61,6 +61,37 @@ public struct QueueStatus: Sendable {
     public var localOnly: Totals = Totals(count: 0, bytes: 0)
     /// Attachments whose transfer was given up, by id.
     public var givenUp: [GivenUp] = []
+    /// The local content against ``AttachmentQueue/Configuration/maxCacheBytes``; `nil` when no budget is
+    /// set.
+    public var cache: Cache?
+
+    /// The local content against the cache budget, by what may be evicted and why the rest is kept.
+    ///
+    /// ```swift
+    /// if let cache = status.cache, cache.cannotMeetBudget {
+    ///     warn("\(cache.pinnedBytes) bytes pinned keep the cache over its budget")
+    /// }
+    /// ```
+    public struct Cache: Sendable, Hashable {
+        /// The budget, ``AttachmentQueue/Configuration/maxCacheBytes``.
+        public var budget: Int64
+        /// The bytes of content on this device.
+        public var usedBytes: Int64
+        /// Bytes the queue may evict: archived content and on-demand content that reached remote storage.
+        public var evictableBytes: Int64
+        /// Bytes kept because they are pinned (``AttachmentQueue/pin(attachmentId:)``).
+        public var pinnedBytes: Int64
+        /// Bytes kept because they never reached remote storage: the only copy.
+        public var notUploadedBytes: Int64
+        /// Bytes kept because they were downloaded eagerly (or belong to a transfer still queued).
+        public var keptBytes: Int64
+
+        /// Whether the budget cannot be met: even with every evictable byte gone, the content kept for the
+        /// reasons above is more than the budget. The queue then stays over it rather than lose a file.
+        public var cannotMeetBudget: Bool {
+            CachePolicy(budget: budget).cannotMeet(used: usedBytes, evictable: evictableBytes)
+        }
+    }
 
     /// How many attachments are in `state`.
     public func count(_ state: AttachmentState) -> Int {
@@ -77,6 +108,8 @@ extension AttachmentQueue {
         var retry: QueueStatus.Retry?
         var givenUp: QueueStatus.GivenUp?
         var localOnly: QueueStatus.Totals?
+        /// Local bytes of one ``CachePolicy/Class``.
+        var cacheClass: (CachePolicy.Class, Int64)?
     }
 
     /// Snapshots of the queue, each time the attachments table changes or a transfer makes progress (at
@@ -94,6 +127,7 @@ extension AttachmentQueue {
         let db = db
         let table = store.table
         let progress = progressCenter
+        let budget = configuration.maxCacheBytes
         let task = Task {
             let latestRows = LockedValue<[StatusRow]?>(nil)
             let (changes, changed) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
@@ -113,7 +147,7 @@ extension AttachmentQueue {
                 }
                 for await _ in changes {
                     guard let rows = latestRows.withLock({ $0 }) else { continue }
-                    continuation.yield(Self.snapshot(rows, progress: progress))
+                    continuation.yield(Self.snapshot(rows, progress: progress, budget: budget))
                 }
                 group.cancelAll()
             }
@@ -139,6 +173,9 @@ extension AttachmentQueue {
         UNION ALL
         SELECT 3, 1, count(*), CAST(total(size) AS INTEGER), 0, NULL, NULL, NULL, NULL
         FROM \(table) WHERE local_uri IS NOT NULL AND coalesce(has_synced, 0) = 0 AND state IN (1, 4)
+        UNION ALL
+        SELECT 4, 0, count(*), CAST(total(size) AS INTEGER), 0, class, NULL, NULL, NULL
+        FROM (SELECT size, \(CachePolicy.classSQL) AS class FROM \(table) WHERE local_uri IS NOT NULL) GROUP BY class
         """
     }
 
@@ -146,6 +183,12 @@ extension AttachmentQueue {
         let rawState = try cursor.getInt(name: "state")
         let state = AttachmentState(rawValue: rawState) ?? .archived
         let kind = try cursor.getInt(name: "kind")
+        if kind == 4 {
+            let name = try cursor.getString(name: "id")
+            let bytes = try cursor.getInt64Optional(name: "bytes") ?? 0
+            return StatusRow(
+                state: state, localBytes: 0, cacheClass: CachePolicy.Class(rawValue: name).map { ($0, bytes) })
+        }
         if kind == 2 {
             return StatusRow(
                 state: state, localBytes: 0,
@@ -179,13 +222,15 @@ extension AttachmentQueue {
                 lastError: try cursor.getStringOptional(name: "err")))
     }
 
-    private static func snapshot(_ rows: [StatusRow], progress: ProgressCenter) -> QueueStatus {
+    private static func snapshot(_ rows: [StatusRow], progress: ProgressCenter, budget: Int64?) -> QueueStatus {
         var states: [AttachmentState: QueueStatus.Totals] = [:]
         var local: Int64 = 0
         var retries: [QueueStatus.Retry] = []
         var givenUp: [QueueStatus.GivenUp] = []
         var localOnly = QueueStatus.Totals(count: 0, bytes: 0)
+        var classes: [CachePolicy.Class: Int64] = [:]
         for row in rows {
+            if let (cacheClass, bytes) = row.cacheClass { classes[cacheClass, default: 0] += bytes }
             if let totals = row.totals { states[row.state] = totals }
             if let retry = row.retry { retries.append(retry) }
             if let entry = row.givenUp { givenUp.append(entry) }
@@ -199,6 +244,12 @@ extension AttachmentQueue {
                 ($0.nextAttemptAt, $0.attachmentId) < ($1.nextAttemptAt, $1.attachmentId)
             },
             localOnly: localOnly,
-            givenUp: givenUp.sorted { $0.attachmentId < $1.attachmentId })
+            givenUp: givenUp.sorted { $0.attachmentId < $1.attachmentId },
+            cache: budget.map { budget in
+                QueueStatus.Cache(
+                    budget: budget, usedBytes: classes.values.reduce(0) { $0.addingClamped($1) },
+                    evictableBytes: classes[.evictable] ?? 0, pinnedBytes: classes[.pinned] ?? 0,
+                    notUploadedBytes: classes[.notUploaded] ?? 0, keptBytes: classes[.kept] ?? 0)
+            })
     }
 }

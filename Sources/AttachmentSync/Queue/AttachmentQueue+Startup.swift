@@ -52,29 +52,28 @@ extension AttachmentQueue {
             guard let stored = record.localPath else { continue }
             let relative = relativePath(stored)
             let path = localPath(relative)
-            var exists = try await localStorage.fileExists(filePath: path)
-            if !exists, record.state == .queuedUpload {
-                let staging = localPath(FileName.savingName(for: relative))
-                if try await localStorage.fileExists(filePath: staging) {
-                    try await localStorage.moveFile(sourcePath: staging, targetPath: path)
-                    exists = true
-                    logger.info("completed an interrupted save", metadata: ["attachment": "\(record.id)"])
-                }
-            }
+            let exists = try await localStorage.fileExists(filePath: path)
+            let staging = localPath(FileName.savingName(for: relative))
+            let stagingExists =
+                !exists && record.state == .queuedUpload ? try await localStorage.fileExists(filePath: staging) : false
             let timestamp = timestamps.next()
-            switch (record.state, exists) {
-            case (.queuedDelete, _):
+            switch StartupCheck.verdict(state: record.state, fileExists: exists, stagingExists: stagingExists) {
+            case .removeFile:
                 try await localStorage.deleteFile(filePath: path)
                 try await db.writeTransaction { tx in
                     try store.update(id: record.id, ifState: .queuedDelete, set: [("local_uri", nil)], in: tx)
                 }
-            case (_, true):
+            case .keep, .completeSave:
+                if !exists {
+                    try await localStorage.moveFile(sourcePath: staging, targetPath: path)
+                    logger.info("completed an interrupted save", metadata: ["attachment": "\(record.id)"])
+                }
                 if relative != stored {
                     try await db.writeTransaction { tx in
                         try store.update(id: record.id, ifState: record.state, set: [("local_uri", relative)], in: tx)
                     }
                 }
-            case (.synced, false):
+            case .downloadAgain:
                 logger.warning(
                     "a synced file is missing; it will be downloaded again", metadata: ["attachment": "\(record.id)"])
                 try await db.writeTransaction { tx in
@@ -82,7 +81,7 @@ extension AttachmentQueue {
                         id: record.id, from: .synced, to: .queuedDownload, timestamp: timestamp,
                         set: [("local_uri", nil)], in: tx)
                 }
-            case (.queuedUpload, false):
+            case .giveUpUpload:
                 logger.error(
                     "a file waiting for upload is missing; its upload is given up and the attachment archived",
                     metadata: ["attachment": "\(record.id)"])
@@ -94,7 +93,7 @@ extension AttachmentQueue {
                             ("last_error", "the file to upload was missing at startup"),
                         ], in: tx)
                 }
-            case (.archived, false), (.queuedDownload, false):
+            case .release:
                 try await db.writeTransaction { tx in
                     try store.update(id: record.id, ifState: record.state, set: [("local_uri", nil)], in: tx)
                 }

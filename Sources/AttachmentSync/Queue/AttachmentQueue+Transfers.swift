@@ -44,8 +44,7 @@ extension AttachmentQueue {
         let directory: URL
         let timestamps: MonotonicTimestamps
         let logger: Logger
-        let retryBackoff: RetryBackoff
-        let maxAttempts: Int?
+        let failurePolicy: FailurePolicy
         let currentDate: @Sendable () -> Date
         let progress: ProgressCenter
         let files: any FileOperations
@@ -55,7 +54,8 @@ extension AttachmentQueue {
         TransferContext(
             db: db, store: store, remote: remoteStorage, local: localStorage, errorHandler: errorHandler,
             directory: attachmentsDirectory, timestamps: timestamps, logger: logger,
-            retryBackoff: configuration.retryBackoff, maxAttempts: configuration.maxAttempts,
+            failurePolicy: FailurePolicy(
+                retryBackoff: configuration.retryBackoff, maxAttempts: configuration.maxAttempts),
             currentDate: configuration.currentDate, progress: progressCenter, files: files
         )
     }
@@ -392,24 +392,27 @@ extension AttachmentQueue {
         _ record: AttachmentRecord, _ attachment: Attachment, _ error: any Error, _ context: TransferContext
     ) async -> TransferOutcome {
         let attempt = record.attempts + 1
-        var retry = true
+        var handlerRetries = true
         if let handler = context.errorHandler {
-            retry = await handler.shouldRetry(attachment: attachment, error: error, attempt: attempt)
+            handlerRetries = await handler.shouldRetry(attachment: attachment, error: error, attempt: attempt)
         }
-        if retry, let maxAttempts = context.maxAttempts, attempt >= maxAttempts {
-            retry = false
-            context.logger.error(
-                "giving up after \(attempt) failed attempts",
-                metadata: ["attachment": "\(record.id)", "error": "\(error)"])
-        }
+        var generator = SystemRandomNumberGenerator()
+        let decision = context.failurePolicy.decide(
+            attempt: attempt, handlerRetries: handlerRetries, retryAfter: (error as? AttachmentError)?.retryAfter,
+            now: clampedMilliseconds(context.currentDate()), using: &generator)
         do {
-            guard retry else {
+            let next: Int64
+            switch decision {
+            case .retry(let at):
+                next = at
+            case .giveUpAfterMaxAttempts:
+                context.logger.error(
+                    "giving up after \(attempt) failed attempts",
+                    metadata: ["attachment": "\(record.id)", "error": "\(error)"])
+                return try await giveUp(record, because: error, attempts: attempt, context)
+            case .giveUpByHandler:
                 return try await giveUp(record, because: error, attempts: attempt, context)
             }
-            var generator = SystemRandomNumberGenerator()
-            let delay = context.retryBackoff.delay(
-                afterAttempt: attempt, retryAfter: (error as? AttachmentError)?.retryAfter, using: &generator)
-            let next = clampedMilliseconds(context.currentDate()).addingClamped(delay.clampedMilliseconds)
             let store = context.store
             let message = String(describing: error).prefix(1000)
             _ = try await context.db.writeTransaction { tx in

@@ -230,7 +230,7 @@ struct IncrementalReconcileTests {
 }
 
 /// A small deterministic generator, so a failing history can be replayed.
-struct SplitMix64 {
+struct SplitMix64: RandomNumberGenerator {
     var state: UInt64
     init(seed: UInt64) { state = seed }
 
