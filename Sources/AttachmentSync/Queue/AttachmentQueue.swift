@@ -58,7 +58,8 @@ public actor AttachmentQueue {
     let timestamps = MonotonicTimestamps()
     let reconciler: Reconciler
     let progressCenter: ProgressCenter
-    let eventCenter = EventCenter()
+    /// What happens to attachments, for ``events``: it keeps the newest 10,000 events a reader has not taken.
+    let eventCenter = Broadcaster<AttachmentEvent>(bufferingPolicy: .bufferingNewest(10_000))
 
     /// Startup (validation, folders, verification of files against records), run once on first use.
     var initialization: Task<Void, any Error>?

@@ -15,17 +15,17 @@ final class ProgressCenter: Sendable {
         var subscribers: [String: [Int: AsyncStream<AttachmentProgress>.Continuation]] = [:]
         var transfers: [String: Transfer] = [:]
         var bytesTransferred: Int64 = 0
-        var listeners: [Int: AsyncStream<Void>.Continuation] = [:]
         var nextToken = 0
     }
 
     /// An update, and who gets it.
     private typealias Delivery = (
-        update: AttachmentProgress, subscribers: [AsyncStream<AttachmentProgress>.Continuation],
-        listeners: [AsyncStream<Void>.Continuation]
+        update: AttachmentProgress, subscribers: [AsyncStream<AttachmentProgress>.Continuation]
     )
 
     private let state = LockedValue(State())
+    /// Signals each update, for the status stream.
+    private let changes = Broadcaster<Void>(bufferingPolicy: .bufferingNewest(1))
     private let elapsed: @Sendable () -> Duration
     private let interval: Duration
 
@@ -71,16 +71,7 @@ final class ProgressCenter: Sendable {
 
     /// A signal each time an update goes out or a transfer begins or ends, for the status stream.
     func listen() -> AsyncStream<Void> {
-        let (stream, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        let token = state.withLock { state in
-            state.nextToken += 1
-            state.listeners[state.nextToken] = continuation
-            return state.nextToken
-        }
-        continuation.onTermination = { [weak self] _ in
-            self?.state.withLock { state in _ = state.listeners.removeValue(forKey: token) }
-        }
-        return stream
+        changes.subscribe()
     }
 
     /// The transfers in flight, and the bytes moved since the queue was made.
@@ -103,13 +94,13 @@ final class ProgressCenter: Sendable {
         let update = AttachmentProgress(
             attachmentId: id, direction: direction, completedBytes: completedBytes, totalBytes: totalBytes,
             status: .transferring)
-        let (subscribers, listeners) = state.withLock { state in
+        let subscribers = state.withLock { state in
             state.transfers[id] = Transfer(
                 progress: update, lastSentAt: now, lastSentFraction: update.fractionCompleted)
-            return (Array((state.subscribers[id] ?? [:]).values), Array(state.listeners.values))
+            return Array((state.subscribers[id] ?? [:]).values)
         }
         for subscriber in subscribers { subscriber.yield(update) }
-        for listener in listeners { listener.yield() }
+        changes.send(())
     }
 
     /// The adapter's progress callback for `id`'s transfer: sent on when `interval` has passed since the
@@ -136,11 +127,11 @@ final class ProgressCenter: Sendable {
             transfer.lastSentAt = now
             transfer.lastSentFraction = fraction
             state.transfers[id] = transfer
-            return (transfer.progress, Array((state.subscribers[id] ?? [:]).values), Array(state.listeners.values))
+            return (transfer.progress, Array((state.subscribers[id] ?? [:]).values))
         }
-        guard let (update, subscribers, listeners) = sent else { return }
+        guard let (update, subscribers) = sent else { return }
         for subscriber in subscribers { subscriber.yield(update) }
-        for listener in listeners { listener.yield() }
+        changes.send(())
     }
 
     /// `id`'s transfer ended with `status`: its subscribers get the final update, and their streams end.
@@ -154,13 +145,13 @@ final class ProgressCenter: Sendable {
                 transfer.progress.completedBytes = max(transfer.progress.completedBytes, total)
             }
             let subscribers = Array((state.subscribers.removeValue(forKey: id) ?? [:]).values)
-            return (transfer.progress, subscribers, Array(state.listeners.values))
+            return (transfer.progress, subscribers)
         }
-        guard let (update, subscribers, listeners) = ended else { return }
+        guard let (update, subscribers) = ended else { return }
         for subscriber in subscribers {
             subscriber.yield(update)
             subscriber.finish()
         }
-        for listener in listeners { listener.yield() }
+        changes.send(())
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
+import Logging
 
 extension AttachmentQueue {
-    // MARK: - Downloading on request
 
     /// Fetches one attachment's content now, whatever the download policy, and returns the attachment once
     /// its bytes are on disk and verified.
@@ -77,7 +77,7 @@ extension AttachmentQueue {
         sharedDownloads[id]?.waiters.count ?? 0
     }
 
-    private func readRecord(_ id: String) async throws -> AttachmentRecord? {
+    func readRecord(_ id: String) async throws -> AttachmentRecord? {
         let store = store
         return try await db.readTransaction { tx in try store.record(id: id, in: tx) }
     }
@@ -94,9 +94,9 @@ extension AttachmentQueue {
 
     private func startSharedDownload(_ record: AttachmentRecord) -> SharedDownload {
         let shared = SharedDownload()
-        let context = makeTransferContext()
+        let worker = makeTransferWorker()
         let task = Task {
-            let outcome = await Self.perform(record, context: context, onDemand: true)
+            let outcome = await worker.perform(record, onDemand: true)
             await self.sharedDownloadFinished(record, outcome: outcome)
         }
         shared.task = task
@@ -167,152 +167,5 @@ extension AttachmentQueue {
         await transferFinished(record, outcome: outcome)
         // New content may take the cache over its budget: a pass enforces it (while syncing).
         if case .completed = outcome, configuration.maxCacheBytes != nil { trigger() }
-    }
-
-    // MARK: - Purging and pinning
-
-    /// Deletes an attachment's local content but keeps its record, remote-only: ``Attachment/contentAvailable``
-    /// becomes `false`, and ``download(attachmentId:)`` fetches it again. The remote copy is never touched.
-    ///
-    /// Purging an attachment without local content does nothing.
-    ///
-    /// - Returns: The attachment as it is now.
-    /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/attachmentNotFound``, or
-    ///   ``AttachmentError/Code-swift.struct/invalidState`` when the content is not uploaded yet (purging
-    ///   it would lose the only copy) or the attachment is being deleted.
-    @discardableResult
-    public func purge(attachmentId id: String) async throws -> Attachment {
-        try await operation {
-            guard let record = try await readRecord(id) else {
-                throw AttachmentError(
-                    code: .attachmentNotFound, message: "no attachment has id \(String(reflecting: id))",
-                    attachmentId: id)
-            }
-            guard record.state == .synced || record.state == .archived, !record.isLocalOnly else {
-                let why =
-                    record.state == .queuedUpload || record.isLocalOnly
-                    ? "is not uploaded yet: its local file is the only copy" : "is \(record.state)"
-                throw AttachmentError(
-                    code: .invalidState, message: "cannot purge attachment \(String(reflecting: id)): it \(why)",
-                    attachmentId: id)
-            }
-            guard let relative = record.localPath else { return record.attachment(in: attachmentsDirectory) }
-            guard try await removeContent(of: record, relative: relative) else {
-                throw AttachmentError(
-                    code: .invalidState, message: "attachment \(String(reflecting: id)) changed while purging it",
-                    attachmentId: id)
-            }
-            eventCenter.send(.purged(attachmentId: id))
-            var purged = record
-            purged.localPath = nil
-            return purged.attachment(in: attachmentsDirectory)
-        }
-    }
-
-    /// Clears a record's `local_uri` (only if it is unchanged), then deletes the file. A crash in between
-    /// leaves a file no record refers to, which startup removes.
-    func removeContent(of record: AttachmentRecord, relative: String) async throws -> Bool {
-        let store = store
-        let cleared = try await db.writeTransaction { tx in
-            try tx.execute(
-                sql: "UPDATE \(store.table) SET local_uri = NULL "
-                    + "WHERE id = ? AND state = ? AND local_uri = ? AND coalesce(has_synced, 0) = 1",
-                parameters: [record.id, record.state.rawValue, relative]) == 1
-        }
-        guard cleared else { return false }
-        machine.noteChanged(record.id)
-        try await localStorage.deleteFile(filePath: localPath(relative))
-        return true
-    }
-
-    /// Exempts an attachment's local content from eviction under ``Configuration/maxCacheBytes``.
-    ///
-    /// Pinning does not fetch anything: pin an on-demand attachment and ``download(attachmentId:)`` it to
-    /// keep it available offline.
-    ///
-    /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/attachmentNotFound``.
-    public func pin(attachmentId id: String) async throws {
-        try await setPinned(true, id)
-    }
-
-    /// Makes an attachment's local content evictable again (see ``pin(attachmentId:)``).
-    ///
-    /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/attachmentNotFound``.
-    public func unpin(attachmentId id: String) async throws {
-        try await setPinned(false, id)
-    }
-
-    private func setPinned(_ pinned: Bool, _ id: String) async throws {
-        try await operation { try await writePinned(pinned, id) }
-    }
-
-    private func writePinned(_ pinned: Bool, _ id: String) async throws {
-        let store = store
-        let changed = try await db.writeTransaction { tx in
-            try tx.execute(sql: "UPDATE \(store.table) SET pinned = ? WHERE id = ?", parameters: [pinned, id])
-        }
-        guard changed == 1 else {
-            throw AttachmentError(
-                code: .attachmentNotFound, message: "no attachment has id \(String(reflecting: id))", attachmentId: id)
-        }
-    }
-
-    // MARK: - Progress and events
-
-    /// The progress of an attachment's current or next transfer, upload or download, eager or on request.
-    ///
-    /// Updates are throttled (at most one per ``Configuration/progressInterval``, or per 1 % of the file),
-    /// never go backwards, and end with the transfer's final state; then the sequence ends. When the
-    /// attachment has nothing left to transfer (its content is here, or there is no such attachment), the
-    /// sequence gives one final update (or none) and ends.
-    ///
-    /// ```swift
-    /// Task {
-    ///     for await update in queue.progress(attachmentId: id) {
-    ///         progressBar.value = update.fractionCompleted ?? 0
-    ///     }
-    /// }
-    /// try await queue.download(attachmentId: id)
-    /// ```
-    public nonisolated func progress(attachmentId id: String) -> AsyncStream<AttachmentProgress> {
-        let (stream, token) = progressCenter.subscribe(id)
-        Task { await self.endProgressIfIdle(id, token: token) }
-        return stream
-    }
-
-    private func endProgressIfIdle(_ id: String, token: Int) async {
-        guard machine.transfers[id] == nil else { return }
-        let record: AttachmentRecord?
-        do {
-            try await waitForInit()
-            record = try await readRecord(id)
-        } catch {
-            progressCenter.endIfIdle(id, token: token, final: nil)
-            return
-        }
-        guard let record else {
-            progressCenter.endIfIdle(id, token: token, final: nil)
-            return
-        }
-        guard record.localPath != nil, record.state == .synced || record.state == .archived else { return }
-        let size = record.size ?? 0
-        progressCenter.endIfIdle(
-            id, token: token,
-            final: AttachmentProgress(
-                attachmentId: id, direction: record.hasSynced ? .download : .upload, completedBytes: size,
-                totalBytes: size, status: .finished))
-    }
-
-    /// What happens to attachments from now on: uploads, downloads, deletes, archiving, evictions, purges,
-    /// failures and give-ups. Each access makes a new subscriber; its sequence ends when the queue is
-    /// closed. It holds the newest 10,000 events its reader has not taken yet.
-    ///
-    /// ```swift
-    /// for await event in queue.events {
-    ///     if case .gaveUp(let id, let error, _) = event { report(id, error) }
-    /// }
-    /// ```
-    public nonisolated var events: AsyncStream<AttachmentEvent> {
-        eventCenter.subscribe()
     }
 }

@@ -49,45 +49,6 @@ public enum AttachmentEvent: Sendable, CustomStringConvertible {
     }
 }
 
-/// Hands each event to every current subscriber of ``AttachmentQueue/events``.
-final class EventCenter: Sendable {
-    private struct State {
-        var subscribers: [Int: AsyncStream<AttachmentEvent>.Continuation] = [:]
-        var nextToken = 0
-    }
-
-    private let state = LockedValue(State())
-
-    /// A new subscriber's stream: events from now on. It keeps the newest 10,000 undelivered events.
-    func subscribe() -> AsyncStream<AttachmentEvent> {
-        let (stream, continuation) = AsyncStream.makeStream(
-            of: AttachmentEvent.self, bufferingPolicy: .bufferingNewest(10_000))
-        let token = state.withLock { state in
-            state.nextToken += 1
-            state.subscribers[state.nextToken] = continuation
-            return state.nextToken
-        }
-        continuation.onTermination = { [weak self] _ in
-            self?.state.withLock { state in _ = state.subscribers.removeValue(forKey: token) }
-        }
-        return stream
-    }
-
-    func send(_ event: AttachmentEvent) {
-        let subscribers = state.withLock { Array($0.subscribers.values) }
-        for subscriber in subscribers { subscriber.yield(event) }
-    }
-
-    /// Ends every subscriber's stream (the queue was closed).
-    func finish() {
-        let subscribers = state.withLock { state in
-            defer { state.subscribers = [:] }
-            return Array(state.subscribers.values)
-        }
-        for subscriber in subscribers { subscriber.finish() }
-    }
-}
-
 extension AttachmentError {
     /// `error` as an ``AttachmentError`` about `attachmentId`: itself when it is one, else wrapped, with
     /// network errors as ``Code-swift.struct/remoteUnavailable`` and others as

@@ -1,0 +1,142 @@
+import Foundation
+import Logging
+
+extension AttachmentQueue {
+    /// Checks what `saveFile(fileURL:)` was given: an existing regular file (directly or through symbolic
+    /// links), not inside the attachments directory when it is to be moved. Returns whether it is a link.
+    func checkSourceFile(_ path: String, moving: Bool) throws -> Bool {
+        guard let entry = files.info(atPath: path) else {
+            throw AttachmentError(code: .localFileNotFound, message: "no file to save at \(path)", path: path)
+        }
+        guard let target = files.infoFollowingLinks(atPath: path) else {
+            throw AttachmentError(
+                code: .localFileNotFound, message: "\(path) is a symbolic link to nothing", path: path)
+        }
+        guard target.kind == .regular else {
+            throw AttachmentError(
+                code: .unsupported,
+                message: "\(path) is not a regular file (a folder, FIFO, socket or device cannot be saved)",
+                path: path)
+        }
+        if moving {
+            let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().standardizedFileURL.path
+            let directory = attachmentsDirectory.resolvingSymlinksInPath().standardizedFileURL.path
+            if resolved.hasPrefix(directory.hasSuffix("/") ? directory : directory + "/") {
+                throw AttachmentError(
+                    code: .invalidState,
+                    message: "cannot move \(path) into the attachments: it is inside the attachments directory "
+                        + "(save a copy instead)",
+                    path: path)
+            }
+        }
+        return entry.kind == .symbolicLink
+    }
+
+    /// Puts a staged new file in place under the record's local name, then commits the record with the
+    /// app's hook.
+    ///
+    /// The file is in place (and its folder flushed) before the record exists, so a record always has its
+    /// file. Until the commit, the staging name `staged` (`.attachment-sync-save-<name>`) stays beside it as
+    /// a second name of the same file (a hard link; a copy where links are not supported): a crash in
+    /// between leaves both names and no record, and startup then knows the file is an uncommitted save and
+    /// removes it. If the commit fails, the file is removed (unless a record claims it after all) and the
+    /// error rethrown. A file already at the local name is never replaced.
+    func placeAndCommit(
+        _ record: AttachmentRecord, staged: String, durably: Bool,
+        updateHook: @escaping @Sendable (SqlTransaction, Attachment) throws -> Void
+    ) async throws -> Attachment {
+        guard let localName = record.localPath else {
+            throw AttachmentError(
+                code: .invalidState, message: "a new attachment has no local file", attachmentId: record.id)
+        }
+        let finalPath = localPath(localName)
+        var placed = false
+        do {
+            if try await localStorage.fileExists(filePath: finalPath) {
+                throw AttachmentError(
+                    code: .alreadyExists,
+                    message: "a file named \(String(reflecting: localName)) is already in the attachments directory "
+                        + "(attachment \(String(reflecting: record.id))'s file); it was left alone",
+                    attachmentId: record.id, name: localName, path: finalPath)
+            }
+            if localStorage.plainFileURL(filePath: finalPath) != nil {
+                do {
+                    try files.link(staged, to: finalPath)
+                    placed = true
+                } catch let error as AttachmentError where (error.underlying as? POSIXError)?.code != .EEXIST {
+                    // No hard links on this volume: a copy is the twin.
+                    placed = true
+                    try await files.copy(from: staged, to: finalPath, hashing: false)
+                }
+                try files.synchronizeDirectory(atPath: attachmentsDirectory.path)
+            } else {
+                placed = true
+                try await localStorage.copyFile(sourcePath: staged, targetPath: finalPath)
+            }
+        } catch {
+            if placed { try? await localStorage.deleteFile(filePath: finalPath) }
+            try? await localStorage.deleteFile(filePath: staged)
+            throw error
+        }
+        let committed: Attachment
+        do {
+            committed = try await commitNewRecord(record, durably: durably, updateHook: updateHook)
+        } catch {
+            let id = record.id
+            let store = store
+            let exists = try? await db.readTransaction { tx in try store.record(id: id, in: tx) != nil }
+            if exists == false { try? await localStorage.deleteFile(filePath: finalPath) }
+            try? await localStorage.deleteFile(filePath: staged)
+            throw error
+        }
+        // Committed: the twin has done its job. One left behind (this fails, or a crash) is removed at startup.
+        do {
+            try await localStorage.deleteFile(filePath: staged)
+        } catch {
+            logError("a staging file could not be removed; startup will", error, id: record.id)
+        }
+        return committed
+    }
+
+    /// Inserts a new record and runs the app's hook, in one transaction (flushed to stable storage before it
+    /// returns when `durably`). Throws ``AttachmentError/Code-swift.struct/alreadyExists`` when the id, or
+    /// the remote filename, is another attachment's.
+    func commitNewRecord(
+        _ record: AttachmentRecord,
+        durably: Bool = false,
+        updateHook: @escaping @Sendable (SqlTransaction, Attachment) throws -> Void
+    ) async throws -> Attachment {
+        let store = store
+        let directory = attachmentsDirectory
+        let timestamp = timestamps.next()
+        let usedAt = Self.milliseconds(configuration.currentDate())
+        let body: @Sendable (SqlTransaction) throws -> Attachment = { tx in
+            if try store.record(id: record.id, in: tx) != nil {
+                throw AttachmentError(
+                    code: .alreadyExists,
+                    message: "an attachment with id \(String(reflecting: record.id)) already exists",
+                    attachmentId: record.id)
+            }
+            if let owner = try store.owners(ofFilename: record.filename, localPath: nil, except: record.id, in: tx)
+                .first
+            {
+                throw AttachmentError(
+                    code: .alreadyExists,
+                    message: "the file name \(String(reflecting: record.filename)) is attachment "
+                        + "\(String(reflecting: owner))'s; two attachments cannot share a file",
+                    attachmentId: record.id, name: record.filename)
+            }
+            var stamped = record
+            stamped.timestamp = timestamp
+            stamped.lastUsedAt = usedAt
+            try store.insert(stamped, in: tx)
+            let attachment = stamped.attachment(in: directory)
+            try updateHook(tx, attachment)
+            return attachment
+        }
+        let attachment =
+            durably ? try await db.durableWriteTransaction(body) : try await db.writeTransaction(body)
+        machine.noteChanged(record.id)
+        return attachment
+    }
+}

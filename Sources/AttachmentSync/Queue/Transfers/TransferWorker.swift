@@ -1,0 +1,324 @@
+import Foundation
+import Logging
+
+/// Runs one transfer (upload, download or remote delete) and commits its result, off the queue's actor:
+/// everything it needs is in its properties, made by the queue for each transfer.
+struct TransferWorker: Sendable {
+    typealias TransferOutcome = AttachmentQueue.TransferOutcome
+
+    let db: LocalDatabase
+    let store: AttachmentStore
+    let remote: any RemoteStorageAdapter
+    let local: any LocalStorageAdapter
+    let errorHandler: (any SyncErrorHandler)?
+    let directory: URL
+    let timestamps: MonotonicTimestamps
+    let logger: Logger
+    let failurePolicy: FailurePolicy
+    let currentDate: @Sendable () -> Date
+    let progress: ProgressCenter
+    let files: any FileOperations
+
+    /// Runs one transfer and commits its result, off the actor. `onDemand` runs a download whatever the
+    /// record's state (a remote-only `synced` or `archived` record, say).
+    func perform(
+        _ record: AttachmentRecord, onDemand: Bool = false
+    ) async -> TransferOutcome {
+        let attachment = record.attachment(in: directory)
+        do {
+            try Task.checkCancellation()
+            if onDemand {
+                do {
+                    return try await download(record, attachment)
+                } catch {
+                    if Task.isCancelled || error is CancellationError { return .cancelled }
+                    return .failedOnRequest(error)
+                }
+            }
+            switch record.state {
+            case .queuedUpload: return try await upload(record, attachment)
+            case .queuedDownload: return try await download(record, attachment)
+            case .queuedDelete: return try await delete(record, attachment)
+            case .synced, .archived: return .superseded
+            }
+        } catch {
+            if Task.isCancelled || error is CancellationError { return .cancelled }
+            return await handleFailure(record, attachment, error)
+        }
+    }
+
+    private func upload(
+        _ record: AttachmentRecord, _ attachment: Attachment
+    ) async throws -> TransferOutcome {
+        guard let path = attachment.localUri, try await local.fileExists(filePath: path) else {
+            // The only copy is gone: there is nothing to upload, ever.
+            let error = AttachmentError(
+                code: .localFileNotFound,
+                message: "the file to upload is missing", attachmentId: record.id, path: attachment.localUri)
+            return try await giveUp(record, because: error, clearingLocalPath: true)
+        }
+        let id = record.id
+        let size: Int64
+        if let url = local.plainFileURL(filePath: path) {
+            size = try await local.fileSize(filePath: path) ?? record.size ?? 0
+            progress.begin(id, direction: .upload, totalBytes: size)
+            try await remote.uploadFile(fileURL: url, attachment: attachment) {
+                progress.report(id, $0)
+            }
+        } else {
+            let data = try await local.readFile(filePath: path, mediaType: record.mediaType)
+            size = Int64(data.count)
+            progress.begin(id, direction: .upload, totalBytes: size)
+            try await remote.uploadFile(data: data, attachment: attachment)
+        }
+        let store = store
+        let timestamp = timestamps.next()
+        let committed = try await db.writeTransaction { tx in
+            try store.transition(
+                id: record.id, from: .queuedUpload, to: .synced, timestamp: timestamp,
+                set: [("has_synced", true), ("size", size)] + AttachmentQueue.retryStateCleared, in: tx)
+        }
+        logger.debug("uploaded", metadata: ["attachment": "\(record.id)", "bytes": "\(size)"])
+        return committed ? .completed(bytes: size) : .superseded
+    }
+
+    /// Downloads to a partial file under a temporary name, verifies it, moves it into place and commits.
+    ///
+    /// The partial file survives cancellation and failures other than a mismatch or a missing remote
+    /// file: when the remote supports ranged reads, the next try continues from its end. Attachments are
+    /// immutable (a new file gets a new id), so the bytes already there are the start of the same content;
+    /// the adapter starts over when it sees the object changed, and the whole file is checked anyway.
+    private func download(
+        _ record: AttachmentRecord, _ attachment: Attachment
+    ) async throws -> TransferOutcome {
+        let localName = try record.localName()
+        let finalPath = directory.appendingPathComponent(localName).path
+        let stagingPath = directory.appendingPathComponent(FileName.downloadingName(for: localName)).path
+        let id = record.id
+
+        do {
+            let (size, sha256): (Int64, String)
+            if let staging = local.plainFileURL(filePath: stagingPath) {
+                let partial = try await local.fileSize(filePath: stagingPath) ?? 0
+                let info: RemoteObjectInfo
+                if partial > 0, remote.supportsRangedDownloads {
+                    progress.begin(id, direction: .download, completedBytes: partial, totalBytes: record.size)
+                    logger.debug(
+                        "resuming a download", metadata: ["attachment": "\(id)", "offset": "\(partial)"])
+                    info = try await remote.downloadFile(attachment: attachment, into: staging, from: partial) {
+                        progress.report(id, $0)
+                    }
+                } else {
+                    try await local.deleteFile(filePath: stagingPath)
+                    progress.begin(id, direction: .download, totalBytes: record.size)
+                    info = try await remote.downloadFile(attachment: attachment, into: staging, from: 0) {
+                        progress.report(id, $0)
+                    }
+                }
+                try files.synchronizeFile(atPath: stagingPath)
+                (size, sha256) = try await files.digest(ofFileAt: stagingPath)
+                try Self.verify(size: size, sha256: sha256, of: record, remote: info, path: stagingPath)
+            } else {
+                progress.begin(id, direction: .download, totalBytes: record.size)
+                let data = try await remote.downloadFile(attachment: attachment)
+                (size, sha256) = (Int64(data.count), FileStreaming.sha256(data))
+                try Self.verify(size: size, sha256: sha256, of: record, remote: RemoteObjectInfo(), path: stagingPath)
+                _ = try await local.saveFile(filePath: stagingPath, data: data)
+            }
+            try Task.checkCancellation()
+            // From the move on, a cancellation (stopSync, close, the record archived) must not cut the commit
+            // or the clean-up short: the file would be in place with no record claiming it, and once the
+            // record is gone no startup could tell whose it is. The rest runs to its end in a task of its own.
+            return try await Task {
+                try await commitDownload(
+                    record, size: size, sha256: sha256, stagingPath: stagingPath, finalPath: finalPath,
+                    localName: localName)
+            }.value
+        } catch {
+            let code = (error as? AttachmentError)?.code
+            let resumable =
+                remote.supportsRangedDownloads && code != .integrityMismatch && code != .remoteNotFound
+            if !resumable {
+                try? await local.deleteFile(filePath: stagingPath)
+                try? await local.deleteFile(
+                    filePath: directory.appendingPathComponent(
+                        FileName.resumeValidatorName(for: FileName.downloadingName(for: localName))
+                    ).path)
+            }
+            throw error
+        }
+    }
+
+    /// Moves a verified download into place and commits it; when the record no longer wants it (archived,
+    /// deleted, or now known to have other content), removes the file again. Runs without cancellation.
+    private func commitDownload(
+        _ record: AttachmentRecord, size: Int64, sha256: String, stagingPath: String, finalPath: String,
+        localName: String
+    ) async throws -> TransferOutcome {
+        try await local.moveFile(sourcePath: stagingPath, targetPath: finalPath)
+        let store = store
+        let timestamp = timestamps.next()
+        let now = clampedMilliseconds(currentDate())
+        let contentColumns: [(column: String, value: (any SqlValueConvertible)?)] = [
+            ("has_synced", true), ("size", size), ("local_uri", localName), ("content_hash", sha256),
+            ("last_used_at", now),
+        ]
+        // A queued download commits only while still queued (archived or deleted meanwhile: superseded);
+        // one asked for on a record without content also lands on a synced or archived record that is
+        // still without content, which keeps its state.
+        let accepted: Set<AttachmentState> =
+            record.state == .queuedDownload ? [.queuedDownload] : [.queuedDownload, .synced, .archived]
+        // The record may have learned a hash or size while the bytes came (a row carrying them): they
+        // must match it too.
+        let known = try await db.writeTransaction { tx -> (committed: Bool, current: AttachmentRecord?) in
+            guard let current = try store.record(id: record.id, in: tx), accepted.contains(current.state),
+                current.state == .queuedDownload || current.localPath == nil,
+                current.contentHash.map({ $0.lowercased() == sha256 }) ?? true,
+                current.size.map({ $0 == size }) ?? true
+            else { return (false, try store.record(id: record.id, in: tx)) }
+            if current.state == .queuedDownload {
+                return (
+                    try store.transition(
+                        id: record.id, from: .queuedDownload, to: .synced, timestamp: timestamp,
+                        set: contentColumns + AttachmentQueue.retryStateCleared, in: tx), current
+                )
+            }
+            return (try store.update(id: record.id, ifState: current.state, set: contentColumns, in: tx), current)
+        }
+        if !known.committed, let current = known.current, current.localPath == nil,
+            current.contentHash.map({ $0.lowercased() != sha256 }) ?? false
+                || current.size.map({ $0 != size }) ?? false
+        {
+            try await local.deleteFile(filePath: finalPath)
+            throw AttachmentError(
+                code: .integrityMismatch,
+                message: "downloaded content of attachment \(String(reflecting: record.id)) does not match the "
+                    + "hash or size it is now known to have; the file was discarded",
+                attachmentId: record.id, path: finalPath)
+        }
+        let committed = known.committed
+        if !committed {
+            // Archived or deleted meanwhile: unless the record took the file after all, remove it.
+            let current = try await db.readTransaction { tx in try store.record(id: record.id, in: tx) }
+            if current?.localPath != localName {
+                try await local.deleteFile(filePath: finalPath)
+            }
+            return .superseded
+        }
+        logger.debug("downloaded", metadata: ["attachment": "\(record.id)", "bytes": "\(size)"])
+        return .completed(bytes: size)
+    }
+
+    /// Throws ``AttachmentError/Code-swift.struct/integrityMismatch`` unless the downloaded file (`size`
+    /// bytes with SHA-256 `sha256`) is the attachment's content: its hash must be the one the record knows
+    /// (saved here, or carried by the watched item), else the one remote storage keeps with the object; its
+    /// size the record's, else the remote's. With neither known, nothing can be checked.
+    static func verify(
+        size: Int64, sha256: String, of record: AttachmentRecord, remote: RemoteObjectInfo, path: String
+    ) throws {
+        func mismatch(_ what: String) -> AttachmentError {
+            AttachmentError(
+                code: .integrityMismatch,
+                message: "downloaded content of attachment \(String(reflecting: record.id)) \(what); the file was "
+                    + "discarded", attachmentId: record.id, path: path)
+        }
+        let recorded = record.contentHash?.lowercased()
+        let stored = remote.sha256.map { $0.lowercased() }.flatMap { FileStreaming.isSHA256($0) ? $0 : nil }
+        if let recorded, let stored, recorded != stored {
+            throw mismatch("comes from an object whose stored SHA-256 is \(stored), expected \(recorded)")
+        }
+        if let expected = recorded ?? stored, expected != sha256 {
+            throw mismatch("has SHA-256 \(sha256), expected \(expected)")
+        }
+        if let expected = record.size ?? remote.size, expected != size {
+            throw mismatch("is \(size) bytes long, expected \(expected)")
+        }
+    }
+
+    private func delete(
+        _ record: AttachmentRecord, _ attachment: Attachment
+    ) async throws -> TransferOutcome {
+        // An upload interrupted before the delete will never resume: let the remote forget it.
+        if !record.hasSynced { try await remote.discardPartialUpload(attachment: attachment) }
+        try await remote.deleteFile(attachment: attachment)
+        if let path = attachment.localUri {
+            try await local.deleteFile(filePath: path)
+        }
+        let store = store
+        let deleted = try await db.writeTransaction { tx in
+            try store.delete(id: record.id, ifState: .queuedDelete, in: tx)
+        }
+        logger.debug("deleted", metadata: ["attachment": "\(record.id)"])
+        return deleted ? .completed(bytes: 0) : .superseded
+    }
+
+    /// Counts the failure, then retries after the backoff delay (or the server's `Retry-After`, when
+    /// longer, but never beyond the backoff's ``RetryBackoff/maximumDelay``) or gives up: the error handler
+    /// decides first (given the attempt count), then `maxAttempts`.
+    private func handleFailure(
+        _ record: AttachmentRecord, _ attachment: Attachment, _ error: any Error
+    ) async -> TransferOutcome {
+        let attempt = record.attempts + 1
+        var handlerRetries = true
+        if let handler = errorHandler {
+            handlerRetries = await handler.shouldRetry(attachment: attachment, error: error, attempt: attempt)
+        }
+        var generator = SystemRandomNumberGenerator()
+        let decision = failurePolicy.decide(
+            attempt: attempt, handlerRetries: handlerRetries, retryAfter: (error as? AttachmentError)?.retryAfter,
+            now: clampedMilliseconds(currentDate()), using: &generator)
+        do {
+            let next: Int64
+            switch decision {
+            case .retry(let at):
+                next = at
+            case .giveUpAfterMaxAttempts:
+                logger.error(
+                    "giving up after \(attempt) failed attempts",
+                    metadata: ["attachment": "\(record.id)", "error": "\(error)"])
+                return try await giveUp(record, because: error, attempts: attempt)
+            case .giveUpByHandler:
+                return try await giveUp(record, because: error, attempts: attempt)
+            }
+            let store = store
+            let message = String(describing: error).prefix(1000)
+            _ = try await db.writeTransaction { tx in
+                // The timestamp stays: a failure is no state change, and must not wake the sync trigger.
+                try store.update(
+                    id: record.id, ifState: record.state,
+                    set: [("attempts", attempt), ("next_attempt_at", next), ("last_error", String(message))], in: tx)
+            }
+            return .willRetry(error, attempt: attempt, retryAt: next)
+        } catch {
+            return .willRetry(error, attempt: attempt, retryAt: nil)
+        }
+    }
+
+    /// Gives a transfer up: the record is archived and marked (``AttachmentRecord/givenUp``), with its attempt
+    /// count and error. A given-up upload keeps its local file, the only copy: archived content that never
+    /// reached remote storage is never evicted or purged, and is uploaded again by
+    /// ``AttachmentQueue/retry(attachmentId:)`` or when a row refers to it anew.
+    private func giveUp(
+        _ record: AttachmentRecord, because error: any Error, clearingLocalPath: Bool = false, attempts: Int = 1
+    ) async throws -> TransferOutcome {
+        let store = store
+        let timestamp = timestamps.next()
+        // A given-up delete's local file was removed by deleteFile (or is being): the record lets go of it,
+        // whether or not deleteFile got to say so first (a file still there is removed at startup).
+        let releasing = clearingLocalPath || record.state == .queuedDelete
+        let archived = try await db.writeTransaction { tx in
+            try store.transition(
+                id: record.id, from: record.state, to: .archived, timestamp: timestamp,
+                set: (releasing ? [("local_uri", nil)] : []) + [
+                    ("attempts", attempts), ("next_attempt_at", nil),
+                    ("last_error", String(String(describing: error).prefix(1000))),
+                    ("given_up", record.state.rawValue),
+                ],
+                in: tx)
+        }
+        if archived, record.state == .queuedUpload {
+            try? await remote.discardPartialUpload(attachment: record.attachment(in: directory))
+        }
+        return archived ? .archived(error, attempts: attempts) : .superseded
+    }
+}
