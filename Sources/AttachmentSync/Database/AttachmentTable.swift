@@ -1,25 +1,5 @@
-/// The columns of the attachments table, in the order they are created.
-///
-/// `local_uri` holds the file's path relative to the queue's attachments directory (apps' sandbox paths
-/// change between launches, so absolute paths are never stored).
-let attachmentTableColumns: [Column] = [
-    .text("filename"),
-    .text("local_uri"),
-    .integer("timestamp"),
-    .integer("size"),
-    .text("media_type"),
-    .integer("state"),
-    .integer("has_synced"),
-    .text("meta_data"),
-    .text("content_hash"),
-    .integer("attempts"),
-    .integer("next_attempt_at"),
-    .text("last_error"),
-    .integer("on_demand"),
-    .integer("pinned"),
-    .integer("last_used_at"),
-    .integer("given_up"),
-]
+/// The columns of the attachments table, in the order they are created (see ``AttachmentColumn``).
+let attachmentTableColumns: [Column] = AttachmentColumn.allCases.map(\.definition)
 
 /// The definition of the local-only table in which the attachment queue keeps each attachment's state.
 ///

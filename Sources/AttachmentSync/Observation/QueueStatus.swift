@@ -125,7 +125,7 @@ extension AttachmentQueue {
         let (stream, continuation) = AsyncStream.makeStream(
             of: QueueStatus.self, bufferingPolicy: .bufferingNewest(1))
         let db = db
-        let table = store.table
+        let statusSQL = store.statusSQL
         let progress = progressCenter
         let budget = configuration.maxCacheBytes
         let task = Task {
@@ -134,7 +134,7 @@ extension AttachmentQueue {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
                     do {
-                        let rows = try db.watch(sql: Self.statusSQL(table: table)) { try Self.statusRow($0) }
+                        let rows = try db.watch(sql: statusSQL) { try Self.statusRow($0) }
                         for try await value in rows {
                             latestRows.withLock { $0 = value }
                             changed.yield()
@@ -155,28 +155,6 @@ extension AttachmentQueue {
         }
         continuation.onTermination = { _ in task.cancel() }
         return stream
-    }
-
-    private static func statusSQL(table: String) -> String {
-        """
-        SELECT 0 AS kind, state, count(*) AS n, CAST(total(size) AS INTEGER) AS bytes,
-               CAST(total(CASE WHEN local_uri IS NOT NULL THEN size END) AS INTEGER) AS local,
-               NULL AS id, NULL AS attempts, NULL AS next, NULL AS err
-        FROM \(table) GROUP BY state
-        UNION ALL
-        SELECT 1, state, NULL, NULL, 0, id, attempts, next_attempt_at, last_error
-        FROM \(table) WHERE next_attempt_at IS NOT NULL AND state IN (0, 1, 2)
-        UNION ALL
-        SELECT 2, given_up, NULL, NULL, 0, id, attempts,
-               CASE WHEN local_uri IS NOT NULL AND coalesce(has_synced, 0) = 0 THEN 1 ELSE 0 END, last_error
-        FROM \(table) WHERE given_up IS NOT NULL AND state = 4
-        UNION ALL
-        SELECT 3, 1, count(*), CAST(total(size) AS INTEGER), 0, NULL, NULL, NULL, NULL
-        FROM \(table) WHERE local_uri IS NOT NULL AND coalesce(has_synced, 0) = 0 AND state IN (1, 4)
-        UNION ALL
-        SELECT 4, 0, count(*), CAST(total(size) AS INTEGER), 0, class, NULL, NULL, NULL
-        FROM (SELECT size, \(CachePolicy.classSQL) AS class FROM \(table) WHERE local_uri IS NOT NULL) GROUP BY class
-        """
     }
 
     private static func statusRow(_ cursor: SqlCursor) throws -> StatusRow {

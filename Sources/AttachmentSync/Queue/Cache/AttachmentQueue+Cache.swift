@@ -47,21 +47,13 @@ extension AttachmentQueue {
         let store = store
         if let relative = record.localPath {
             let released = try await db.writeTransaction { tx in
-                try tx.execute(
-                    sql: "UPDATE \(store.table) SET local_uri = NULL WHERE id = ? AND local_uri = ? AND "
-                        + AttachmentStore.evictableArchived,
-                    parameters: [record.id, relative]) == 1
+                try store.releaseArchivedContent(id: record.id, localPath: relative, in: tx)
             }
             guard released else { return false }
             machine.noteChanged(record.id)
             try await localStorage.deleteFile(filePath: localPath(relative))
         }
-        let deleted = try await db.writeTransaction { tx in
-            try tx.execute(
-                sql: "DELETE FROM \(store.table) WHERE id = ? AND local_uri IS NULL AND "
-                    + AttachmentStore.evictableArchived,
-                parameters: [record.id]) == 1
-        }
+        let deleted = try await db.writeTransaction { tx in try store.deleteReleasedArchived(id: record.id, in: tx) }
         if deleted { machine.noteChanged(record.id) }
         if record.localPath != nil {
             eventCenter.send(.evicted(attachmentId: record.id, bytes: record.size ?? 0))
@@ -79,10 +71,7 @@ extension AttachmentQueue {
         let policy = CachePolicy(budget: budget)
         let store = store
         let (used, candidates) = try await db.readTransaction { tx -> (Int64, [AttachmentRecord]) in
-            let used =
-                try tx.get(
-                    sql: "SELECT CAST(total(size) AS INTEGER) AS bytes FROM \(store.table) WHERE local_uri IS NOT NULL"
-                ) { try $0.getInt64Optional(name: "bytes") } ?? 0
+            let used = try store.localContentBytes(in: tx)
             guard used > budget else { return (used, []) }
             return (used, try store.records(in: tx, where: CachePolicy.evictableSQL))
         }
@@ -153,10 +142,7 @@ extension AttachmentQueue {
     func removeContent(of record: AttachmentRecord, relative: String) async throws -> Bool {
         let store = store
         let cleared = try await db.writeTransaction { tx in
-            try tx.execute(
-                sql: "UPDATE \(store.table) SET local_uri = NULL "
-                    + "WHERE id = ? AND state = ? AND local_uri = ? AND coalesce(has_synced, 0) = 1",
-                parameters: [record.id, record.state.rawValue, relative]) == 1
+            try store.releaseUploadedContent(id: record.id, ifState: record.state, localPath: relative, in: tx)
         }
         guard cleared else { return false }
         machine.noteChanged(record.id)
@@ -187,10 +173,8 @@ extension AttachmentQueue {
 
     private func writePinned(_ pinned: Bool, _ id: String) async throws {
         let store = store
-        let changed = try await db.writeTransaction { tx in
-            try tx.execute(sql: "UPDATE \(store.table) SET pinned = ? WHERE id = ?", parameters: [pinned, id])
-        }
-        guard changed == 1 else {
+        let changed = try await db.writeTransaction { tx in try store.setPinned(pinned, id: id, in: tx) }
+        guard changed else {
             throw AttachmentError(
                 code: .attachmentNotFound, message: "no attachment has id \(String(reflecting: id))", attachmentId: id)
         }

@@ -77,8 +77,7 @@ extension AttachmentQueue {
             // startup can attribute and remove), then the files go, then the records.
             let records = try await db.durableWriteTransaction { tx -> [AttachmentRecord] in
                 let records = try store.records(in: tx)
-                try tx.execute(
-                    sql: "UPDATE \(store.table) SET state = 4, local_uri = NULL, given_up = NULL", parameters: [])
+                try store.archiveAllReleasingContent(in: tx)
                 return records
             }
             machine.tableCleared()
@@ -86,7 +85,7 @@ extension AttachmentQueue {
                 try await localStorage.deleteFile(filePath: localPath(relative))
             }
             try await db.writeTransaction { tx in
-                try tx.execute(sql: "DELETE FROM \(store.table)", parameters: [])
+                try store.deleteAll(in: tx)
             }
             // Unfinished uploads the remote keeps to resume will never resume now.
             for record in records where record.state == .queuedUpload || record.givenUp == .queuedUpload {

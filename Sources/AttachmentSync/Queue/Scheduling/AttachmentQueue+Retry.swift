@@ -59,7 +59,8 @@ extension AttachmentQueue {
             let timestamp = timestamps.next()
             let ids = try await db.writeTransaction { tx -> [String] in
                 let candidates = try store.records(
-                    in: tx, where: "given_up IS NOT NULL OR (state IN (0, 1, 2) AND next_attempt_at IS NOT NULL)")
+                    in: tx,
+                    where: "given_up IS NOT NULL OR (state IN \(StateSet.queuedSQL) AND next_attempt_at IS NOT NULL)")
                 return try candidates.compactMap { record in
                     try Self.requeue(record, timestamp: timestamp, store: store, in: tx)?.id
                 }

@@ -35,9 +35,7 @@ struct AttachmentRecord: Sendable, Hashable {
     var isLocalOnly: Bool { localPath != nil && !hasSynced }
 
     /// The columns ``init(cursor:)`` reads, for `SELECT`s.
-    static let columns =
-        "id, filename, state, timestamp, has_synced, local_uri, media_type, size, meta_data, content_hash, "
-        + "attempts, next_attempt_at, last_error, on_demand, pinned, last_used_at, given_up"
+    static let columns = AttachmentColumn.selectList
 
     init(
         id: String,
@@ -92,6 +90,28 @@ struct AttachmentRecord: Sendable, Hashable {
         pinned = try cursor.getBooleanOptional(name: "pinned") ?? false
         lastUsedAt = try cursor.getInt64Optional(name: "last_used_at")
         givenUp = try cursor.getIntOptional(name: "given_up").flatMap(AttachmentState.init(rawValue:))
+    }
+
+    /// The value this record stores in `column`.
+    func value(of column: AttachmentColumn) -> (any SqlValueConvertible)? {
+        switch column {
+        case .filename: filename
+        case .localUri: localPath
+        case .timestamp: timestamp
+        case .size: size
+        case .mediaType: mediaType
+        case .state: state.rawValue
+        case .hasSynced: hasSynced
+        case .metaData: metaData
+        case .contentHash: contentHash
+        case .attempts: attempts
+        case .nextAttemptAt: nextAttemptAt
+        case .lastError: lastError
+        case .onDemand: onDemand
+        case .pinned: pinned
+        case .lastUsedAt: lastUsedAt
+        case .givenUp: givenUp?.rawValue
+        }
     }
 
     /// The name of this record's local file (the one `saveFile` gave it, or a download writes): the id

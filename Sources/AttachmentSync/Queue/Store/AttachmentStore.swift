@@ -48,13 +48,10 @@ struct AttachmentStore: Sendable {
         try tx.getAll(
             sql: """
                 SELECT \(AttachmentRecord.columns) FROM \(table)
-                WHERE state IN (?, ?, ?) AND (next_attempt_at IS NULL OR next_attempt_at <= ?)
+                WHERE state IN \(StateSet.queuedSQL) AND (next_attempt_at IS NULL OR next_attempt_at <= ?)
                 ORDER BY timestamp, id LIMIT ?
                 """,
-            parameters: [
-                AttachmentState.queuedDownload.rawValue, AttachmentState.queuedUpload.rawValue,
-                AttachmentState.queuedDelete.rawValue, now, limit,
-            ]
+            parameters: [now, limit]
         ) { try AttachmentRecord(cursor: $0) }
     }
 
@@ -62,7 +59,8 @@ struct AttachmentStore: Sendable {
     func earliestRetry(after now: Int64, in tx: SqlTransaction) throws -> Int64? {
         try tx.get(
             sql:
-                "SELECT min(next_attempt_at) AS soonest FROM \(table) WHERE state IN (0, 1, 2) AND next_attempt_at > ?",
+                "SELECT min(next_attempt_at) AS soonest FROM \(table) WHERE state IN \(StateSet.queuedSQL) "
+                + "AND next_attempt_at > ?",
             parameters: [now]
         ) { try $0.getInt64Optional(name: "soonest") }
     }
@@ -70,7 +68,32 @@ struct AttachmentStore: Sendable {
     /// A query whose result changes whenever a record enters or leaves a queued state (every write of the
     /// queue moves `timestamp` forward), for the sync trigger's watch.
     var queuedSignalSQL: String {
-        "SELECT count(*) AS n, max(timestamp) AS latest FROM \(table) WHERE state IN (0, 1, 2)"
+        "SELECT count(*) AS n, max(timestamp) AS latest FROM \(table) WHERE state IN \(StateSet.queuedSQL)"
+    }
+
+    /// The status snapshot's query, one row per kind: 0 totals by state, 1 a transfer waiting for its retry,
+    /// 2 a given-up transfer, 3 the content never uploaded, 4 local bytes by ``CachePolicy/Class`` (its name
+    /// in `id`). `QueueStatus` reads the rows.
+    var statusSQL: String {
+        """
+        SELECT 0 AS kind, state, count(*) AS n, CAST(total(size) AS INTEGER) AS bytes,
+               CAST(total(CASE WHEN local_uri IS NOT NULL THEN size END) AS INTEGER) AS local,
+               NULL AS id, NULL AS attempts, NULL AS next, NULL AS err
+        FROM \(table) GROUP BY state
+        UNION ALL
+        SELECT 1, state, NULL, NULL, 0, id, attempts, next_attempt_at, last_error
+        FROM \(table) WHERE next_attempt_at IS NOT NULL AND state IN \(StateSet.queuedSQL)
+        UNION ALL
+        SELECT 2, given_up, NULL, NULL, 0, id, attempts,
+               CASE WHEN local_uri IS NOT NULL AND coalesce(has_synced, 0) = 0 THEN 1 ELSE 0 END, last_error
+        FROM \(table) WHERE given_up IS NOT NULL AND state = \(AttachmentState.archived.rawValue)
+        UNION ALL
+        SELECT 3, \(AttachmentState.queuedUpload.rawValue), count(*), CAST(total(size) AS INTEGER), 0, NULL, NULL, NULL, NULL
+        FROM \(table) WHERE local_uri IS NOT NULL AND coalesce(has_synced, 0) = 0 AND state IN \(StateSet.sql([.queuedUpload, .archived]))
+        UNION ALL
+        SELECT 4, 0, count(*), CAST(total(size) AS INTEGER), 0, class, NULL, NULL, NULL
+        FROM (SELECT size, \(CachePolicy.classSQL) AS class FROM \(table) WHERE local_uri IS NOT NULL) GROUP BY class
+        """
     }
 
     // MARK: Writes
@@ -78,16 +101,10 @@ struct AttachmentStore: Sendable {
     func insert(_ record: AttachmentRecord, in tx: SqlTransaction) throws {
         try tx.execute(
             sql: """
-                INSERT INTO \(table)
-                    (id, filename, state, timestamp, has_synced, local_uri, media_type, size, meta_data, content_hash,
-                     on_demand, pinned, last_used_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO \(table) (\(AttachmentColumn.selectList))
+                VALUES (\(Array(repeating: "?", count: AttachmentColumn.allCases.count + 1).joined(separator: ", ")))
                 """,
-            parameters: [
-                record.id, record.filename, record.state.rawValue, record.timestamp, record.hasSynced,
-                record.localPath, record.mediaType, record.size, record.metaData, record.contentHash,
-                record.onDemand, record.pinned, record.lastUsedAt,
-            ]
+            parameters: [record.id] + AttachmentColumn.allCases.map { record.value(of: $0) }
         )
     }
 
@@ -135,7 +152,8 @@ struct AttachmentStore: Sendable {
     /// The condition of records that are disposable cache: archived, not given up, and not holding the only
     /// copy of their content (a local file that never reached remote storage).
     static let evictableArchived =
-        "state = 4 AND given_up IS NULL AND NOT (local_uri IS NOT NULL AND coalesce(has_synced, 0) = 0)"
+        "state = \(AttachmentState.archived.rawValue) AND given_up IS NULL "
+        + "AND NOT (local_uri IS NOT NULL AND coalesce(has_synced, 0) = 0)"
 
     /// Archived records beyond the newest `keep`, oldest first: the ones to evict. Records that are not
     /// disposable (see ``evictableArchived``) are neither counted nor returned.
@@ -182,6 +200,67 @@ struct AttachmentStore: Sendable {
                 mapper: { (filename: try $0.getString(name: "filename"), id: try $0.getString(name: "id")) })
         }
         return owners
+    }
+
+    /// Marks the content as used at `now` (milliseconds since 1970), for least-recently-used eviction.
+    func touch(id: String, at now: Int64, in tx: SqlTransaction) throws {
+        _ = try tx.execute(sql: "UPDATE \(table) SET last_used_at = ? WHERE id = ?", parameters: [now, id])
+    }
+
+    /// Pins or unpins a record; `false` when there is none.
+    func setPinned(_ pinned: Bool, id: String, in tx: SqlTransaction) throws -> Bool {
+        try tx.execute(sql: "UPDATE \(table) SET pinned = ? WHERE id = ?", parameters: [pinned, id]) == 1
+    }
+
+    /// Records a hash and size the app's row carries, where the record knows none yet and has no content.
+    func learn(contentHash: String?, size: Int64?, id: String, in tx: SqlTransaction) throws {
+        _ = try tx.execute(
+            sql: "UPDATE \(table) SET content_hash = coalesce(content_hash, ?), size = coalesce(size, ?) "
+                + "WHERE id = ? AND local_uri IS NULL AND state IN \(StateSet.sql([.queuedDownload, .synced]))",
+            parameters: [contentHash, size, id])
+    }
+
+    /// The bytes of content on the device.
+    func localContentBytes(in tx: SqlTransaction) throws -> Int64 {
+        try tx.get(sql: "SELECT CAST(total(size) AS INTEGER) AS bytes FROM \(table) WHERE local_uri IS NOT NULL") {
+            try $0.getInt64Optional(name: "bytes")
+        } ?? 0
+    }
+
+    /// An archived, disposable record lets go of its file `localPath`; `false` when it changed meanwhile.
+    func releaseArchivedContent(id: String, localPath: String, in tx: SqlTransaction) throws -> Bool {
+        try tx.execute(
+            sql: "UPDATE \(table) SET local_uri = NULL WHERE id = ? AND local_uri = ? AND \(Self.evictableArchived)",
+            parameters: [id, localPath]) == 1
+    }
+
+    /// Deletes an archived, disposable record that holds no file; `false` when it changed meanwhile.
+    func deleteReleasedArchived(id: String, in tx: SqlTransaction) throws -> Bool {
+        try tx.execute(
+            sql: "DELETE FROM \(table) WHERE id = ? AND local_uri IS NULL AND \(Self.evictableArchived)",
+            parameters: [id]) == 1
+    }
+
+    /// A record still in `state` whose content reached remote storage lets go of its file `localPath`;
+    /// `false` when it changed meanwhile (or its content was never uploaded).
+    func releaseUploadedContent(id: String, ifState state: AttachmentState, localPath: String, in tx: SqlTransaction)
+        throws -> Bool
+    {
+        try tx.execute(
+            sql: "UPDATE \(table) SET local_uri = NULL "
+                + "WHERE id = ? AND state = ? AND local_uri = ? AND coalesce(has_synced, 0) = 1",
+            parameters: [id, state.rawValue, localPath]) == 1
+    }
+
+    /// Archives every record and lets it go of its file (the first step of `clearQueue`).
+    func archiveAllReleasingContent(in tx: SqlTransaction) throws {
+        _ = try tx.execute(
+            sql: "UPDATE \(table) SET state = ?, local_uri = NULL, given_up = NULL",
+            parameters: [AttachmentState.archived.rawValue])
+    }
+
+    func deleteAll(in tx: SqlTransaction) throws {
+        _ = try tx.execute(sql: "DELETE FROM \(table)", parameters: [])
     }
 
     /// The names of the columns the table has, to check it before the queue starts.

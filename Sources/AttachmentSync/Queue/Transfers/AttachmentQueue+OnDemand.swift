@@ -86,10 +86,7 @@ extension AttachmentQueue {
     private func touch(_ id: String) async throws {
         let store = store
         let now = Self.milliseconds(configuration.currentDate())
-        try await db.writeTransaction { tx in
-            _ = try tx.execute(
-                sql: "UPDATE \(store.table) SET last_used_at = ? WHERE id = ?", parameters: [now, id])
-        }
+        try await db.writeTransaction { tx in try store.touch(id: id, at: now, in: tx) }
     }
 
     private func startSharedDownload(_ record: AttachmentRecord) -> SharedDownload {

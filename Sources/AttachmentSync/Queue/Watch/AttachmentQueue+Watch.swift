@@ -125,10 +125,7 @@ extension AttachmentQueue {
                             ], in: tx)
                     }
                     for record in decision.learned {
-                        try tx.execute(
-                            sql: "UPDATE \(store.table) SET content_hash = coalesce(content_hash, ?), "
-                                + "size = coalesce(size, ?) WHERE id = ? AND local_uri IS NULL AND state IN (0, 3)",
-                            parameters: [record.contentHash, record.size, record.id])
+                        try store.learn(contentHash: record.contentHash, size: record.size, id: record.id, in: tx)
                     }
                     for record in decision.refetches {
                         try store.transition(
