@@ -188,7 +188,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
     ///   content is other bytes.
     public func uploadFile(data: Data, attachment: Attachment) async throws {
         _ = try url(for: attachment)
-        let sha256 = FileIO.digests(of: data).sha256
+        let sha256 = PayloadDigests.of(data).sha256
         try S3RemoteStorage.checkContent(sha256, of: attachment, key: attachment.filename)
         try await storeContentHash(sha256, of: attachment)
         var request = try await request(.PUT, attachment: attachment)
@@ -228,11 +228,11 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
     public func uploadFile(
         fileURL: URL, attachment: Attachment, progress: @escaping TransferProgressHandler
     ) async throws {
-        let size = try FileIO.size(of: fileURL)
+        let size = try SystemFileOperations().size(ofFileAt: fileURL.path)
         var sha256: String?
         if configuration.storesContentHashes {
             sha256 = validSHA256(attachment.contentHash)
-            if sha256 == nil { sha256 = try await FileIO.digests(of: fileURL, offset: 0, length: size).sha256 }
+            if sha256 == nil { sha256 = try await PayloadDigests.of(fileAt: fileURL, offset: 0, length: size).sha256 }
         }
         var request = try await request(.PUT, attachment: attachment)
         if let mediaType = attachment.mediaType, !mediaType.isEmpty {

@@ -153,7 +153,7 @@ struct HTTPTransport: Sendable {
     ) async throws -> DownloadedObject {
         let validatorURL = Self.resumeValidatorURL(for: destination)
         if offset > 0 {
-            let existing = (try? FileIO.size(of: destination)) ?? 0
+            let existing = (try? SystemFileOperations().size(ofFileAt: destination.path)) ?? 0
             guard existing >= offset else {
                 throw AttachmentError(
                     code: .fileSystem,
@@ -214,8 +214,8 @@ struct HTTPTransport: Sendable {
                 return await startOver("the object is not the one the partial download came from")
             }
             try refuse(total: total, expectedSize: expectedSize, event: event, attachmentId: attachmentId)
-            let handle = try FileIO.openForWriting(destination, at: offset)
-            defer { try? handle.close() }
+            let handle = try SystemFileOperations().openDownload(destination, at: offset)
+            defer { handle.close() }
             try await write(
                 response, to: handle, url: destination, base: offset, expected: total - offset, total: total,
                 event: event, attachmentId: attachmentId, meter: meter, progress: progress)
@@ -235,10 +235,7 @@ struct HTTPTransport: Sendable {
                 return nil
             }
             try refuse(total: offset, expectedSize: expectedSize, event: event, attachmentId: attachmentId)
-            try FileIO.fileSystem(destination) {
-                let handle = try FileIO.openForWriting(destination, at: offset)
-                try handle.close()
-            }
+            try SystemFileOperations().openDownload(destination, at: offset).close()
             try? FileManager.default.removeItem(at: Self.resumeValidatorURL(for: destination))
             progress(TransferProgress(completedBytes: offset, totalBytes: offset))
             return DownloadedObject(size: offset, headers: confirmation.headers)
@@ -257,8 +254,8 @@ struct HTTPTransport: Sendable {
             try refuse(total: length, expectedSize: expectedSize, event: event, attachmentId: attachmentId)
         }
         let validatorURL = Self.resumeValidatorURL(for: destination)
-        let handle = try FileIO.openForWriting(destination, at: 0)
-        defer { try? handle.close() }
+        let handle = try SystemFileOperations().openDownload(destination, at: 0)
+        defer { handle.close() }
         if let validator = ResumeValidator(headers: response.headers, size: length) {
             validator.save(to: validatorURL)
         } else {
@@ -284,7 +281,7 @@ struct HTTPTransport: Sendable {
     /// there is a `limit`, that it never goes past it). Returns the bytes written.
     @discardableResult
     private func write(
-        _ response: HTTPClientResponse, to handle: FileHandle, url: URL, base: Int64, expected: Int64?,
+        _ response: HTTPClientResponse, to handle: any FileWriter, url: URL, base: Int64, expected: Int64?,
         total: Int64?, limit: Int64? = nil, event: RequestEvent, attachmentId: String?, meter: TransferMeter,
         progress: TransferProgressHandler
     ) async throws -> Int64 {
@@ -299,7 +296,7 @@ struct HTTPTransport: Sendable {
                         message: "\(service) \(event.operation) of \(String(reflecting: event.object)) sent more "
                             + "than the attachment's \(limit) bytes", attachmentId: attachmentId, name: event.object)
                 }
-                try FileIO.fileSystem(url) { try handle.write(contentsOf: Data(chunk.readableBytesView)) }
+                try handle.write(Data(chunk.readableBytesView))
                 written += count
                 meter.add(count)
                 progress(TransferProgress(completedBytes: base + written, totalBytes: total))
@@ -308,7 +305,7 @@ struct HTTPTransport: Sendable {
             throw HTTPErrorClassification.transportError(
                 error, service: service, operation: event.operation, object: event.object, attachmentId: attachmentId)
         }
-        try FileIO.fileSystem(url) { try handle.synchronize() }
+        try handle.synchronize()
         if let expected, written != expected {
             throw AttachmentError(
                 code: .remoteUnavailable,

@@ -48,7 +48,7 @@ struct MultipartUploadStore: Sendable {
 
     func save(_ state: MultipartUploadState) throws {
         let url = fileURL(bucket: state.bucket, key: state.key, fileSize: state.fileSize)
-        try FileIO.fileSystem(url) {
+        try fileSystem(path: url.path) {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             try Self.encoder.encode(state).write(to: url, options: .atomic)
         }

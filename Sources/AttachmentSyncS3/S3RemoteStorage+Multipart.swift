@@ -27,7 +27,7 @@ extension S3RemoteStorage {
         fileURL: URL, size: Int64, key: String, attachment: Attachment, progress: @escaping TransferProgressHandler
     ) async throws {
         let bucket = configuration.bucket
-        let modificationTime = FileIO.modificationTime(of: fileURL)
+        let modificationTime = SystemFileOperations().infoFollowingLinks(atPath: fileURL.path)?.modificationTime ?? 0
         let partSize = partSize(forFileOfSize: size)
         let partCount = Int((size + partSize - 1) / partSize)
 
@@ -155,7 +155,7 @@ extension S3RemoteStorage {
     ) async throws -> MultipartUploadState.Part {
         let offset = Int64(number - 1) * partSize
         let length = Self.length(ofPart: number, partSize: partSize, fileSize: fileSize)
-        let digests = try await FileIO.digests(of: fileURL, offset: offset, length: length)
+        let digests = try await PayloadDigests.of(fileAt: fileURL, offset: offset, length: length)
         let event = RequestEvent(operation: "UploadPart", method: "PUT", object: key, partNumber: number)
         return try await transport.watched(event, attachmentId: attachment.id) { meter in
             let request = S3Request(

@@ -106,7 +106,7 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     ///   content is other bytes.
     public func uploadFile(data: Data, attachment: Attachment) async throws {
         let key = try objectKey(for: attachment)
-        let digests = FileIO.digests(of: data)
+        let digests = PayloadDigests.of(data)
         try Self.checkContent(digests.sha256, of: attachment, key: key)
         let request = S3Request(
             method: .PUT, key: key, headers: uploadHeaders(attachment, md5: digests.md5, sha256: digests.sha256),
@@ -153,13 +153,13 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
         fileURL: URL, attachment: Attachment, progress: @escaping TransferProgressHandler
     ) async throws {
         let key = try objectKey(for: attachment)
-        let size = try FileIO.size(of: fileURL)
+        let size = try SystemFileOperations().size(ofFileAt: fileURL.path)
         if size > configuration.multipartThreshold {
             try await uploadMultipart(
                 fileURL: fileURL, size: size, key: key, attachment: attachment, progress: progress)
             return
         }
-        let digests = try await FileIO.digests(of: fileURL, offset: 0, length: size)
+        let digests = try await PayloadDigests.of(fileAt: fileURL, offset: 0, length: size)
         try Self.checkContent(digests.sha256, of: attachment, key: key)
         let event = RequestEvent(operation: "PutObject", method: "PUT", object: key)
         try await transport.watched(event, attachmentId: attachment.id) { meter in

@@ -256,7 +256,7 @@ struct S3RemoteStorageTests {
     func badDigestIsIntegrityMismatch() async throws {
         try await S3TestBucket.with("digest") { storage, _ in
             let body = Data("the real body".utf8)
-            let other = FileIO.digests(of: Data("another body".utf8))
+            let other = PayloadDigests.of(Data("another body".utf8))
             let wrongMD5 = S3Request(
                 method: .PUT, key: "tampered.bin", headers: [("content-md5", other.md5)], body: .data(body),
                 payload: .hashing(body), operation: "PutObject")

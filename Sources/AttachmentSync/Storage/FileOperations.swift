@@ -15,7 +15,7 @@ import Foundation
 /// ``SystemFileOperations/flush(descriptor:path:)`` (`F_FULLFSYNC` on Apple platforms), a rename or link is
 /// followed by a flush of its folder, and a failed flush is an error. Tests substitute an implementation
 /// that stops every effect at a chosen call, which is what a crash at that moment leaves on disk.
-protocol FileOperations: Sendable {
+package protocol FileOperations: Sendable {
     /// What `path` names, without following a final symbolic link; `nil` when nothing is there.
     func info(atPath path: String) -> FileInfo?
     /// What `path` names after following symbolic links; `nil` when nothing (or a dangling link) is there.
@@ -45,7 +45,7 @@ protocol FileOperations: Sendable {
 }
 
 /// A file open for writing.
-protocol FileWriter: AnyObject {
+package protocol FileWriter: AnyObject {
     /// Appends `data` at the current position.
     func write(_ data: Data) throws
     /// Flushes what was written to stable storage.
@@ -55,32 +55,36 @@ protocol FileWriter: AnyObject {
 }
 
 /// What a path names.
-struct FileInfo: Sendable, Hashable {
-    enum Kind: Sendable, Hashable {
+package struct FileInfo: Sendable, Hashable {
+    package enum Kind: Sendable, Hashable {
         case regular, directory, symbolicLink, other
     }
 
-    var kind: Kind
-    var size: Int64
+    package var kind: Kind
+    package var size: Int64
     /// The volume and file number: two names with the same identity are one file (hard links).
-    var identity: FileIdentity
+    package var identity: FileIdentity
+    /// The last modification, in seconds since 1970.
+    package var modificationTime: Double = 0
 }
 
 /// A file's volume and number (`st_dev`, `st_ino`).
-struct FileIdentity: Sendable, Hashable {
-    var device: UInt64
-    var inode: UInt64
+package struct FileIdentity: Sendable, Hashable {
+    package var device: UInt64
+    package var inode: UInt64
 }
 
 /// ``FileOperations`` on the real file system, with POSIX calls.
-struct SystemFileOperations: FileOperations {
-    func info(atPath path: String) -> FileInfo? {
+package struct SystemFileOperations: FileOperations {
+    package init() {}
+
+    package func info(atPath path: String) -> FileInfo? {
         var status = stat()
         guard lstat(path, &status) == 0 else { return nil }
         return Self.info(status)
     }
 
-    func infoFollowingLinks(atPath path: String) -> FileInfo? {
+    package func infoFollowingLinks(atPath path: String) -> FileInfo? {
         var status = stat()
         guard stat(path, &status) == 0 else { return nil }
         return Self.info(status)
@@ -95,24 +99,30 @@ struct SystemFileOperations: FileOperations {
             case Int(S_IFLNK): .symbolicLink
             default: .other
             }
+        #if canImport(Darwin)
+            let modified = status.st_mtimespec
+        #else
+            let modified = status.st_mtim
+        #endif
         return FileInfo(
             kind: kind, size: Int64(status.st_size),
             identity: FileIdentity(
-                device: UInt64(truncatingIfNeeded: status.st_dev), inode: UInt64(truncatingIfNeeded: status.st_ino)))
+                device: UInt64(truncatingIfNeeded: status.st_dev), inode: UInt64(truncatingIfNeeded: status.st_ino)),
+            modificationTime: Double(modified.tv_sec) + Double(modified.tv_nsec) / 1e9)
     }
 
-    func contentsOfDirectory(atPath path: String) throws -> [String] {
+    package func contentsOfDirectory(atPath path: String) throws -> [String] {
         try fileSystem(path: path) { try FileManager.default.contentsOfDirectory(atPath: path) }
     }
 
-    func openForReading(atPath path: String) throws -> FileHandle {
+    package func openForReading(atPath path: String) throws -> FileHandle {
         guard infoFollowingLinks(atPath: path) != nil else {
             throw AttachmentError(code: .localFileNotFound, message: "no file at \(path)", path: path)
         }
         return try fileSystem(path: path) { try FileHandle(forReadingFrom: URL(fileURLWithPath: path)) }
     }
 
-    func openForWriting(atPath path: String, at offset: Int64?) throws -> any FileWriter {
+    package func openForWriting(atPath path: String, at offset: Int64?) throws -> any FileWriter {
         guard let offset, offset > 0 else {
             let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
             guard descriptor >= 0 else { throw Self.error(errno, "cannot create", path) }
@@ -140,19 +150,19 @@ struct SystemFileOperations: FileOperations {
         return writer
     }
 
-    func rename(_ source: String, to target: String) throws {
+    package func rename(_ source: String, to target: String) throws {
         guard systemRename(source, target) == 0 else {
             throw Self.error(errno, "cannot move \(source) to", target)
         }
     }
 
-    func link(_ source: String, to target: String) throws {
+    package func link(_ source: String, to target: String) throws {
         guard systemLink(source, target) == 0 else {
             throw Self.error(errno, "cannot link \(source) as", target)
         }
     }
 
-    func removeFile(atPath path: String) throws {
+    package func removeFile(atPath path: String) throws {
         guard unlink(path) == 0 else {
             let code = errno
             if code == ENOENT { return }
@@ -160,26 +170,26 @@ struct SystemFileOperations: FileOperations {
         }
     }
 
-    func removeTree(atPath path: String) throws {
+    package func removeTree(atPath path: String) throws {
         guard info(atPath: path) != nil else { return }
         try fileSystem(path: path) { try FileManager.default.removeItem(atPath: path) }
     }
 
-    func makeDirectory(atPath path: String) throws {
+    package func makeDirectory(atPath path: String) throws {
         if infoFollowingLinks(atPath: path)?.kind == .directory { return }
         try fileSystem(path: path) {
             try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         }
     }
 
-    func synchronizeFile(atPath path: String) throws {
+    package func synchronizeFile(atPath path: String) throws {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw Self.error(errno, "cannot open to flush", path) }
         defer { _ = systemClose(descriptor) }
         try Self.flush(descriptor: descriptor, path: path)
     }
 
-    func synchronizeDirectory(atPath path: String) throws {
+    package func synchronizeDirectory(atPath path: String) throws {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw Self.error(errno, "cannot open the folder to flush", path) }
         defer { _ = systemClose(descriptor) }
@@ -191,7 +201,7 @@ struct SystemFileOperations: FileOperations {
     /// On Apple platforms `fsync` only hands the data to the drive, which may keep it in a volatile cache;
     /// `F_FULLFSYNC` asks the drive to write it out, as SQLite does with `PRAGMA fullfsync`. Where the file
     /// system does not support it (some network volumes), plain `fsync` is used.
-    static func flush(descriptor: Int32, path: String) throws {
+    package static func flush(descriptor: Int32, path: String) throws {
         #if canImport(Darwin)
             if fcntl(descriptor, F_FULLFSYNC) == 0 { return }
         #endif
@@ -203,7 +213,7 @@ struct SystemFileOperations: FileOperations {
         }
     }
 
-    static func error(_ code: Int32, _ what: String, _ path: String) -> AttachmentError {
+    package static func error(_ code: Int32, _ what: String, _ path: String) -> AttachmentError {
         AttachmentError(
             code: code == ENOENT ? .localFileNotFound : .fileSystem,
             message: "\(what) \(path): \(String(cString: strerror(code)))",

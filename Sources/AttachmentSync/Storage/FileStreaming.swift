@@ -6,7 +6,7 @@ import Foundation
 /// threads for long, and cancellation is checked.
 package enum FileStreaming {
     /// The chunk size: 1 MiB.
-    static let chunkSize = 1 << 20
+    package static let chunkSize = 1 << 20
 
     /// The SHA-256 (lowercase hex) of in-memory data.
     package static func sha256(_ data: Data) -> String {
@@ -34,20 +34,51 @@ package enum FileStreaming {
 }
 
 extension FileOperations {
-    /// The size and SHA-256 (lowercase hex) of a file, read in chunks.
-    func digest(ofFileAt path: String) async throws -> (size: Int64, sha256: String) {
+    /// The size of the regular file at `path` (following symbolic links).
+    ///
+    /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/localFileNotFound`` when
+    ///   nothing is there.
+    package func size(ofFileAt path: String) throws -> Int64 {
+        guard let info = infoFollowingLinks(atPath: path) else {
+            throw AttachmentError(code: .localFileNotFound, message: "there is no file at \(path)", path: path)
+        }
+        return info.size
+    }
+
+    /// Reads `length` bytes of the file at `path` from `offset` on (to its end when `length` is `nil`), handing
+    /// each chunk to `body`, with the task yielding between chunks. Returns the bytes read.
+    ///
+    /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/fileSystem`` when the file
+    ///   ends before `length` bytes; `CancellationError`.
+    @discardableResult
+    package func readChunks(
+        atPath path: String, offset: Int64 = 0, length: Int64? = nil, chunkSize: Int = FileStreaming.chunkSize,
+        _ body: (Data) throws -> Void
+    ) async throws -> Int64 {
         let handle = try openForReading(atPath: path)
         defer { try? handle.close() }
-        var hasher = SHA256()
-        var size: Int64 = 0
-        while true {
+        if offset > 0 { try fileSystem(path: path) { try handle.seek(toOffset: UInt64(offset)) } }
+        var read: Int64 = 0
+        while length.map({ read < $0 }) ?? true {
             try Task.checkCancellation()
-            let chunk = try fileSystem(path: path) { try handle.read(upToCount: FileStreaming.chunkSize) } ?? Data()
-            if chunk.isEmpty { break }
-            hasher.update(data: chunk)
-            size += Int64(chunk.count)
+            let count = length.map { Int(min(Int64(chunkSize), $0 - read)) } ?? chunkSize
+            let chunk = try fileSystem(path: path) { try handle.read(upToCount: count) } ?? Data()
+            if chunk.isEmpty {
+                guard let length else { break }
+                throw AttachmentError(
+                    code: .fileSystem, message: "\(path) ended \(length - read) bytes early", path: path)
+            }
+            try body(chunk)
+            read += Int64(chunk.count)
             await Task.yield()
         }
+        return read
+    }
+
+    /// The size and SHA-256 (lowercase hex) of a file, read in chunks.
+    func digest(ofFileAt path: String) async throws -> (size: Int64, sha256: String) {
+        var hasher = SHA256()
+        let size = try await readChunks(atPath: path) { hasher.update(data: $0) }
         return (size, FileStreaming.hex(hasher.finalize()))
     }
 
@@ -125,7 +156,7 @@ extension FileOperations {
 }
 
 /// Runs a file system operation, wrapping its error in ``AttachmentError`` with the path.
-func fileSystem<T>(path: String, _ body: () throws -> T) throws -> T {
+package func fileSystem<T>(path: String, _ body: () throws -> T) throws -> T {
     do {
         return try body()
     } catch let error as AttachmentError {

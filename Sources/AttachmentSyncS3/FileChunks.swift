@@ -1,0 +1,89 @@
+import AttachmentSync
+import Crypto
+import Foundation
+import NIOCore
+
+/// A byte range of a file, read in chunks as an asynchronous sequence of buffers: the body of a streamed
+/// upload. Only one chunk is in memory at a time, and the HTTP client asks for the next only when it has
+/// sent the previous one.
+struct FileChunks: AsyncSequence, Sendable {
+    typealias Element = ByteBuffer
+
+    /// The chunk size: 256 KiB.
+    static let chunkSize = 256 * 1024
+
+    let url: URL
+    let offset: Int64
+    let length: Int64
+    /// Called with the size of each chunk as it is handed to the client.
+    let onChunk: @Sendable (Int) -> Void
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let url: URL
+        var position: Int64
+        var remaining: Int64
+        let onChunk: @Sendable (Int) -> Void
+        var handle: FileHandle?
+
+        mutating func next() async throws -> ByteBuffer? {
+            guard remaining > 0 else {
+                try? handle?.close()
+                handle = nil
+                return nil
+            }
+            try Task.checkCancellation()
+            if handle == nil {
+                let opened = try SystemFileOperations().openForReading(atPath: url.path)
+                try fileSystem(path: url.path) { try opened.seek(toOffset: UInt64(position)) }
+                handle = opened
+            }
+            let count = Int(Swift.min(Int64(FileChunks.chunkSize), remaining))
+            let data = try fileSystem(path: url.path) { try handle?.read(upToCount: count) } ?? Data()
+            guard !data.isEmpty else {
+                throw AttachmentError(
+                    code: .fileSystem,
+                    message: "\(url.path) ended \(remaining) bytes early while it was being uploaded",
+                    path: url.path)
+            }
+            position += Int64(data.count)
+            remaining -= Int64(data.count)
+            onChunk(data.count)
+            return ByteBuffer(bytes: data)
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(url: url, position: offset, remaining: length, onChunk: onChunk, handle: nil)
+    }
+}
+
+/// The digests an upload's request carries: MD5 (base64, for `Content-MD5`) and SHA-256 (hex, for the signed
+/// payload and the stored hash). Files are read in chunks through the core's file layer.
+enum PayloadDigests {
+    /// The digests of `length` bytes of the file at `url` from `offset` on.
+    static func of(fileAt url: URL, offset: Int64, length: Int64) async throws -> (md5: String, sha256: String) {
+        var md5 = Insecure.MD5()
+        var sha256 = SHA256()
+        try await SystemFileOperations().readChunks(
+            atPath: url.path, offset: offset, length: length, chunkSize: FileChunks.chunkSize
+        ) { chunk in
+            md5.update(data: chunk)
+            sha256.update(data: chunk)
+        }
+        return (Data(md5.finalize()).base64EncodedString(), SigV4Signer.hex(sha256.finalize()))
+    }
+
+    /// The digests of `data`.
+    static func of(_ data: Data) -> (md5: String, sha256: String) {
+        (Data(Insecure.MD5.hash(data: data)).base64EncodedString(), SigV4Signer.hex(SHA256.hash(data: data)))
+    }
+}
+
+extension FileOperations {
+    /// Opens `url` for writing a download: created (with its folder) or truncated when `offset` is 0;
+    /// otherwise it must hold at least `offset` bytes, is cut to exactly `offset` and written from there.
+    func openDownload(_ url: URL, at offset: Int64) throws -> any FileWriter {
+        try makeDirectory(atPath: url.deletingLastPathComponent().path)
+        return try openForWriting(atPath: url.path, at: offset)
+    }
+}
