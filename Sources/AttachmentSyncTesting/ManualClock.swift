@@ -200,13 +200,9 @@ public final class ManualClock: Clock, Sendable {
 
     /// The calendar date this clock stands for: 2026-01-01 00:00:00 UTC plus the time advanced so far.
     ///
-    /// Pass it where a component wants dates that must move with the test's time (the attachment queue's
-    /// `currentDate`, for its stored retry times):
-    ///
-    /// ```swift
-    /// configuration.clock = clock
-    /// configuration.currentDate = { clock.date }
-    /// ```
+    /// Pass it where a component wants dates that must move with the test's time. (The attachment queue
+    /// needs nothing more than `configuration.clock = clock`: its stored dates follow its clock. Setting
+    /// `configuration.currentDate = { clock.date }` as well pins them to this calendar date instead.)
     public var date: Date {
         let offset = now.offset.components
         return Date(timeIntervalSince1970: 1_767_225_600 + Double(offset.seconds) + Double(offset.attoseconds) / 1e18)

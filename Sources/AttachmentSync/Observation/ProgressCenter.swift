@@ -30,13 +30,8 @@ final class ProgressCenter: Sendable {
     private let interval: Duration
 
     init(clock: any Clock<Duration>, interval: Duration) {
-        self.elapsed = Self.stopwatch(clock)
+        self.elapsed = Stopwatch.start(clock)
         self.interval = interval
-    }
-
-    private static func stopwatch<C: Clock<Duration>>(_ clock: C) -> @Sendable () -> Duration {
-        let start = clock.now
-        return { start.duration(to: clock.now) }
     }
 
     // MARK: Subscribing

@@ -196,7 +196,7 @@ extension AttachmentQueue {
             retry: QueueStatus.Retry(
                 attachmentId: try cursor.getString(name: "id"), state: state,
                 attempts: try cursor.getIntOptional(name: "attempts") ?? 0,
-                nextAttemptAt: Date(timeIntervalSince1970: Double(next) / 1000),
+                nextAttemptAt: WallClock.date(milliseconds: next),
                 lastError: try cursor.getStringOptional(name: "err")))
     }
 

@@ -57,10 +57,19 @@ extension AttachmentQueue {
         /// The clock that times periodic passes, throttling and retries. Tests pass a manual clock. The
         /// default is `ContinuousClock()`.
         public var clock: any Clock<Duration> = ContinuousClock()
-        /// The current date, for the retry times stored in the attachments table (they must survive a
-        /// restart, so they are dates, not clock instants). Tests pass a manual clock's date. The default
-        /// is the system's date.
-        public var currentDate: @Sendable () -> Date = { Date() }
+        /// The current date, for what the queue stores in the attachments table (record timestamps, retry
+        /// times, last use: they must survive a restart, so they are dates, not clock instants).
+        ///
+        /// The default follows ``clock``: the system's date when the queue is made, advanced as the clock
+        /// advances, so a test that drives a manual clock moves stored times with it and never has to keep
+        /// two time sources in step. Set it only to pin dates to something else. Read without being set, it
+        /// gives the system's date.
+        public var currentDate: @Sendable () -> Date {
+            get { dateOverride ?? { Date() } }
+            set { dateOverride = newValue }
+        }
+        /// The date set with ``currentDate``, if any.
+        var dateOverride: (@Sendable () -> Date)?
         /// How long a failed transfer waits before its next try. The default is ``RetryBackoff/init()``:
         /// 1 second doubling to 5 minutes, with full jitter.
         public var retryBackoff = RetryBackoff()

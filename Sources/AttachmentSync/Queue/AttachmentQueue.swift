@@ -55,7 +55,10 @@ public actor AttachmentQueue {
     /// The queue's own file system calls (staging, linking, flushing, hashing).
     let files: any FileOperations
     let logger: Logger
-    let timestamps = MonotonicTimestamps()
+    /// The one source of calendar time for what the queue stores (see ``Configuration/currentDate``).
+    let wallClock: WallClock
+    /// Record timestamps, from ``wallClock``.
+    let timestamps: MonotonicTimestamps
     let reconciler: Reconciler
     let progressCenter: ProgressCenter
     /// What happens to attachments, for ``events``: it keeps the newest 10,000 events a reader has not taken.
@@ -128,6 +131,10 @@ public actor AttachmentQueue {
             .standardizedFileURL
         self.store = AttachmentStore(table: configuration.attachmentsQueueTableName)
         self.files = configuration.files
+        let wallClock =
+            configuration.dateOverride.map(WallClock.init(date:)) ?? WallClock(following: configuration.clock)
+        self.wallClock = wallClock
+        self.timestamps = MonotonicTimestamps(wallClock: wallClock)
         self.logger = configuration.logger
         self.machine = QueueStateMachine(maxConcurrentTransfers: configuration.maxConcurrentTransfers)
         self.reconciler = Reconciler(policy: configuration.effectiveDownloadPolicy)

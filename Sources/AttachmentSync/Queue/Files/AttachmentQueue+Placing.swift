@@ -109,7 +109,7 @@ extension AttachmentQueue {
         let store = store
         let directory = attachmentsDirectory
         let timestamp = timestamps.next()
-        let usedAt = Self.milliseconds(configuration.currentDate())
+        let usedAt = wallClock.milliseconds()
         let body: @Sendable (SqlTransaction) throws -> Attachment = { tx in
             if try store.record(id: record.id, in: tx) != nil {
                 throw AttachmentError(

@@ -25,7 +25,7 @@ extension AttachmentQueue {
         while let read = next {
             next = nil
             let store = store
-            let now = Self.milliseconds(configuration.currentDate())
+            let now = wallClock.milliseconds()
             let rows: (queued: [AttachmentRecord], earliestRetry: Int64?)
             do {
                 rows = try await db.readTransaction { tx in
@@ -52,8 +52,4 @@ extension AttachmentQueue {
         await withCheckedContinuation { waiter in machine.parkUntilIdle(waiter)?.resume() }
     }
 
-    /// Milliseconds since 1970.
-    static func milliseconds(_ date: Date) -> Int64 {
-        clampedMilliseconds(date)
-    }
 }

@@ -85,7 +85,7 @@ extension AttachmentQueue {
     /// Marks the content as used now, for least-recently-used eviction.
     private func touch(_ id: String) async throws {
         let store = store
-        let now = Self.milliseconds(configuration.currentDate())
+        let now = wallClock.milliseconds()
         try await db.writeTransaction { tx in try store.touch(id: id, at: now, in: tx) }
     }
 

@@ -40,7 +40,7 @@ extension AttachmentQueue {
             directory: attachmentsDirectory, timestamps: timestamps, logger: logger,
             failurePolicy: FailurePolicy(
                 retryBackoff: configuration.retryBackoff, maxAttempts: configuration.maxAttempts),
-            currentDate: configuration.currentDate, progress: progressCenter, files: files)
+            wallClock: wallClock, progress: progressCenter, files: files)
     }
 
     /// Starts the transfer the record's state calls for. The caller has checked that none is in flight for
@@ -117,7 +117,7 @@ extension AttachmentQueue {
         case .willRetry(let error, let attempt, let retryAt):
             let typed = AttachmentError.wrapping(error, attachmentId: id)
             progressCenter.end(id, status: .failed(typed))
-            let date = retryAt.map { Date(timeIntervalSince1970: Double($0) / 1000) }
+            let date = retryAt.map(WallClock.date(milliseconds:))
             eventCenter.send(.failed(attachmentId: id, error: typed, attempt: attempt, retryAt: date))
         case .archived(let error, let attempts):
             let typed = AttachmentError.wrapping(error, attachmentId: id)

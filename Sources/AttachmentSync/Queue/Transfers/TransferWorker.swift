@@ -15,7 +15,7 @@ struct TransferWorker: Sendable {
     let timestamps: MonotonicTimestamps
     let logger: Logger
     let failurePolicy: FailurePolicy
-    let currentDate: @Sendable () -> Date
+    let wallClock: WallClock
     let progress: ProgressCenter
     let files: any FileOperations
 
@@ -158,7 +158,7 @@ struct TransferWorker: Sendable {
         try await local.moveFile(sourcePath: stagingPath, targetPath: finalPath)
         let store = store
         let timestamp = timestamps.next()
-        let now = clampedMilliseconds(currentDate())
+        let now = wallClock.milliseconds()
         let contentColumns: [(column: String, value: (any SqlValueConvertible)?)] = [
             ("has_synced", true), ("size", size), ("local_uri", localName), ("content_hash", sha256),
             ("last_used_at", now),
@@ -266,7 +266,7 @@ struct TransferWorker: Sendable {
         var generator = SystemRandomNumberGenerator()
         let decision = failurePolicy.decide(
             attempt: attempt, handlerRetries: handlerRetries, retryAfter: (error as? AttachmentError)?.retryAfter,
-            now: clampedMilliseconds(currentDate()), using: &generator)
+            now: wallClock.milliseconds(), using: &generator)
         do {
             let next: Int64
             switch decision {
