@@ -84,9 +84,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
             func fail(_ name: String, _ reason: String) -> AttachmentError {
                 AttachmentError(code: .invalidConfiguration, message: "\(name) \(reason)", name: name)
             }
-            guard let scheme = baseURL.scheme?.lowercased(), scheme == "http" || scheme == "https",
-                let host = baseURL.host, !host.isEmpty
-            else {
+            guard HTTPURL.isServer(baseURL) else {
                 throw fail("baseURL", "must be an http or https URL with a host, not \(baseURL)")
             }
             guard baseURL.query == nil, baseURL.fragment == nil else {

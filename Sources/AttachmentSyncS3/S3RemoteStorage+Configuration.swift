@@ -150,9 +150,7 @@ extension S3RemoteStorage {
             func fail(_ name: String, _ reason: String) -> AttachmentError {
                 AttachmentError(code: .invalidConfiguration, message: "\(name) \(reason)", name: name)
             }
-            guard let scheme = endpoint.scheme?.lowercased(), scheme == "http" || scheme == "https",
-                let host = endpoint.host, !host.isEmpty
-            else {
+            guard HTTPURL.isServer(endpoint) else {
                 throw fail("endpoint", "must be an http or https URL with a host, not \(endpoint)")
             }
             guard !region.isEmpty else { throw fail("region", "is empty") }

@@ -12,10 +12,6 @@ extension AttachmentQueue {
     /// let queue = AttachmentQueue(db: db, remoteStorage: remote, configuration: configuration)
     /// ```
     public struct Configuration: Sendable {
-        /// The download policy in effect: ``downloadPolicy``, or on demand for everything when
-        /// ``downloadAttachments`` is `false`.
-        var effectiveDownloadPolicy: DownloadPolicy { downloadAttachments ? downloadPolicy : .onDemand }
-
         /// The folder that holds the attachments' local files. The queue owns it: at startup it removes
         /// its own leftover temporary files and files it generated that no record refers to; any other
         /// file is left alone.
@@ -35,10 +31,23 @@ extension AttachmentQueue {
         /// Folders to create inside the attachments directory. Each must be a single path component. The
         /// default is none.
         public var subdirectories: [String] = []
-        /// Whether attachments that the app's rows refer to are downloaded as soon as they appear. `false`
-        /// makes every attachment on demand, whatever ``downloadPolicy`` says: its record is made, its
-        /// content fetched only by ``AttachmentQueue/download(attachmentId:)``. The default is `true`.
-        public var downloadAttachments: Bool = true
+        /// Whether attachments that the app's rows refer to are downloaded as soon as they appear: the
+        /// PowerSync helpers' switch, a shorthand for ``downloadPolicy``.
+        ///
+        /// Setting `false` sets ``downloadPolicy`` to ``DownloadPolicy/onDemand`` (records are made, content
+        /// is fetched only by ``AttachmentQueue/download(attachmentId:)``); setting `true` sets it back to
+        /// ``DownloadPolicy/eager`` when it was on demand, and leaves any other policy alone. It reads `false`
+        /// only when the policy is on demand for everything. The default is `true`.
+        public var downloadAttachments: Bool {
+            get { downloadPolicy.fixedMode != .onDemand }
+            set {
+                if !newValue {
+                    downloadPolicy = .onDemand
+                } else if downloadPolicy.fixedMode == .onDemand {
+                    downloadPolicy = .eager
+                }
+            }
+        }
         /// Which attachments are downloaded as soon as a row refers to them, and which only on request.
         /// The default is ``DownloadPolicy/eager``.
         public var downloadPolicy: DownloadPolicy = .eager

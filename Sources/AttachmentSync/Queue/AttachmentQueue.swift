@@ -137,7 +137,7 @@ public actor AttachmentQueue {
         self.timestamps = MonotonicTimestamps(wallClock: wallClock)
         self.logger = configuration.logger
         self.machine = QueueStateMachine(maxConcurrentTransfers: configuration.maxConcurrentTransfers)
-        self.reconciler = Reconciler(policy: configuration.effectiveDownloadPolicy)
+        self.reconciler = Reconciler(policy: configuration.downloadPolicy)
         self.progressCenter = ProgressCenter(
             clock: configuration.clock, interval: max(.zero, configuration.progressInterval))
     }

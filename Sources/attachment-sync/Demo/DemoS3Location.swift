@@ -1,4 +1,5 @@
 import ArgumentParser
+import AttachmentSyncS3
 import Foundation
 
 /// Where `demo --s3 URL` puts the photos: the server, the bucket and an optional key prefix, read from a
@@ -29,9 +30,7 @@ struct DemoS3Location: Sendable {
                 "--s3 must be a URL like \(Self.example), without credentials in it (they come from "
                     + "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY).")
         }
-        guard let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
-            let host = components.host, !host.isEmpty
-        else {
+        guard HTTPURL.isServer(scheme: components.scheme, host: components.host) else {
             throw ValidationError(
                 "--s3 must be an http or https URL like \(Self.example) (the server, then the bucket), "
                     + "not \(String(reflecting: text)).")

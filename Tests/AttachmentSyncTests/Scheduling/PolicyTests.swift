@@ -127,6 +127,26 @@ struct PolicyTests {
         #expect(Set(evictable) == Set(records.filter { CachePolicy.classify($0) == .evictable }.map(\.id)))
     }
 
+    @Test("downloadAttachments is a shorthand for downloadPolicy, in both directions")
+    func downloadAttachmentsShorthand() throws {
+        var configuration = AttachmentQueue.Configuration(attachmentsDirectory: "/tmp/x")
+        let item = try WatchedAttachmentItem(id: "a", fileExtension: "jpg")
+        #expect(configuration.downloadAttachments)
+        configuration.downloadAttachments = false
+        #expect(configuration.downloadPolicy.mode(for: item) == .onDemand)
+        #expect(!configuration.downloadAttachments)
+        configuration.downloadAttachments = true
+        #expect(configuration.downloadPolicy.mode(for: item) == .eager)
+        configuration.downloadPolicy = .custom { $0.id == "a" ? .onDemand : .eager }
+        #expect(configuration.downloadAttachments, "a custom policy downloads some")
+        configuration.downloadAttachments = true
+        #expect(configuration.downloadPolicy.mode(for: item) == .onDemand, "true leaves a custom policy alone")
+        configuration.downloadAttachments = false
+        #expect(
+            configuration.downloadPolicy.mode(for: try WatchedAttachmentItem(id: "b", fileExtension: "jpg"))
+                == .onDemand)
+    }
+
     @Test("startup: the decision table of record state × file presence")
     func startupTable() {
         typealias V = StartupCheck.Verdict

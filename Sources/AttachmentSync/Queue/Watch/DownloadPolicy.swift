@@ -20,18 +20,20 @@ public struct DownloadPolicy: Sendable {
     }
 
     private let decide: @Sendable (WatchedAttachmentItem) -> Mode
+    /// The mode of every item, for the two fixed policies; `nil` for a custom one.
+    let fixedMode: Mode?
 
     /// A policy that asks `decide` for each newly watched attachment (its id, filename, media type and
     /// metadata). It is called on the queue's reconcile path, once per new item: keep it fast and pure.
     public static func custom(_ decide: @escaping @Sendable (WatchedAttachmentItem) -> Mode) -> DownloadPolicy {
-        DownloadPolicy(decide: decide)
+        DownloadPolicy(decide: decide, fixedMode: nil)
     }
 
     /// Every attachment is downloaded as soon as a row refers to it.
-    public static let eager = DownloadPolicy { _ in .eager }
+    public static let eager = DownloadPolicy(decide: { _ in .eager }, fixedMode: .eager)
 
     /// No attachment is downloaded until asked for.
-    public static let onDemand = DownloadPolicy { _ in .onDemand }
+    public static let onDemand = DownloadPolicy(decide: { _ in .onDemand }, fixedMode: .onDemand)
 
     /// The mode for `item`.
     public func mode(for item: WatchedAttachmentItem) -> Mode {
