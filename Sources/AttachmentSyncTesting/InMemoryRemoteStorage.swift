@@ -103,9 +103,22 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     }
 
     /// A task suspended in ``InMemoryRemoteStorage/waitForInFlight(count:)``.
+    /// A task suspended until a condition on the counters holds.
     private struct InFlightWaiter {
-        var count: Int
+        var isSatisfied: @Sendable (Counters) -> Bool
         var continuation: CheckedContinuation<Void, Never>
+    }
+
+    /// The counters a waiter's condition reads.
+    private struct Counters {
+        var uploads: Int
+        var downloads: Int
+        var deletes: Int
+        var inFlight: Int
+    }
+
+    private var counters: Counters {
+        Counters(uploads: uploadCount, downloads: downloadCount, deletes: deleteCount, inFlight: inFlightCount)
     }
 
     /// The error of a device without a network connection: `URLError(.notConnectedToInternet)`, for
@@ -575,18 +588,62 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     ///
     /// - Parameter count: The number of calls to wait for.
     public func waitForInFlight(count: Int) async {
-        guard inFlightCount < count else { return }
+        await wait { $0.inFlight >= count }
+    }
+
+    /// Suspends the calling task until at least `count` calls of `operation` have been made (counted as
+    /// they start, like ``uploadCount``), whether they succeeded, failed or are still running.
+    ///
+    /// Returns at once when the count is already reached; otherwise the call that reaches it resumes the
+    /// task (there is no polling). A cancelled waiting task returns early.
+    ///
+    /// ```swift
+    /// try await queue.startSync()
+    /// await storage.waitForCalls(.upload, count: 1)  // the startup pass tried the upload
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - operation: The operation to count.
+    ///   - count: The number of calls to wait for.
+    public func waitForCalls(_ operation: Operation, count: Int) async {
+        await wait { counters in
+            switch operation {
+            case .upload: counters.uploads >= count
+            case .download: counters.downloads >= count
+            case .delete: counters.deletes >= count
+            }
+        }
+    }
+
+    /// Suspends the calling task until no call is in flight (``inFlightCount`` is 0): every call made so
+    /// far has returned or thrown, cancelled ones included. Returns at once when none is; a cancelled
+    /// waiting task returns early.
+    public func waitUntilNoCallInFlight() async {
+        await wait { $0.inFlight == 0 }
+    }
+
+    private func wait(until isSatisfied: @escaping @Sendable (Counters) -> Bool) async {
+        guard !isSatisfied(counters) else { return }
         let id = makeID()
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 if Task.isCancelled {
                     continuation.resume()
                 } else {
-                    inFlightWaiters[id] = InFlightWaiter(count: count, continuation: continuation)
+                    inFlightWaiters[id] = InFlightWaiter(isSatisfied: isSatisfied, continuation: continuation)
                 }
             }
         } onCancel: {
             Task { await self.cancelInFlightWaiter(id: id) }
+        }
+    }
+
+    /// Resumes the waiters whose condition now holds.
+    private func resumeSatisfiedWaiters() {
+        let now = counters
+        for (id, waiter) in inFlightWaiters where waiter.isSatisfied(now) {
+            inFlightWaiters[id] = nil
+            waiter.continuation.resume()
         }
     }
 
@@ -609,11 +666,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
         inFlightCount += 1
         maxConcurrentCalls = max(maxConcurrentCalls, inFlightCount)
 
-        let satisfied = inFlightWaiters.filter { $0.value.count <= inFlightCount }
-        for (id, waiter) in satisfied {
-            inFlightWaiters[id] = nil
-            waiter.continuation.resume()
-        }
+        resumeSatisfiedWaiters()
 
         if let index = oneShotFailures.firstIndex(where: { $0.operation == nil || $0.operation == operation }) {
             let error = oneShotFailures[index].error
@@ -629,6 +682,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     /// The last step of every call, however it ends.
     private func endCall() {
         inFlightCount -= 1
+        resumeSatisfiedWaiters()
     }
 
     /// Steps 2 to 4 short of the work itself: latency, hold, injected failure.

@@ -63,6 +63,27 @@ struct InMemoryRemoteStorageTests {
         #expect(await storage.deleteCount == 3)
     }
 
+    @Test func waitForCallsAndNoCallInFlightResumeWhenTheCountersGetThere() async throws {
+        let storage = InMemoryRemoteStorage()
+        await storage.waitForCalls(.upload, count: 0)  // already there: returns at once
+        let waiter = Task { await storage.waitForCalls(.upload, count: 2) }
+        let deletes = Task { await storage.waitForCalls(.delete, count: 1) }
+        try await storage.uploadFile(data: jpeg, attachment: attachment("a.jpg"))
+        await storage.hold()
+        let second = Task { try await storage.uploadFile(data: jpeg, attachment: attachment("b.jpg")) }
+        await waiter.value  // resumed by the second call's start, while it is still held
+        #expect(await storage.uploadCount == 2)
+        #expect(await storage.inFlightCount == 1)
+        let idle = Task { await storage.waitUntilNoCallInFlight() }
+        await storage.release()
+        try await second.value
+        await idle.value
+        #expect(await storage.inFlightCount == 0)
+        deletes.cancel()
+        await deletes.value  // a cancelled wait returns without its condition
+        #expect(await storage.deleteCount == 0)
+    }
+
     @Test func seededFilesCanBeDownloadedAndRemovedFilesCannot() async throws {
         // Given a file another device uploaded, and one it deleted
         let storage = InMemoryRemoteStorage()

@@ -68,7 +68,7 @@ struct ConcurrencyTests {
         let remote = try device.memoryRemote
         _ = try await device.startStuckUpload()
         try await withDeadline(seconds: 10, "stopSync to return") { await device.queue.stopSync() }
-        try await waitUntil("the stuck call to be cancelled") { await remote.inFlightCount == 0 }
+        try await waitFor("the stuck call to be cancelled") { await remote.waitUntilNoCallInFlight() }
     }
 
     @Test("transfers run in parallel up to maxConcurrentTransfers, oldest first")

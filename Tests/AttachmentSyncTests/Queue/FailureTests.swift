@@ -101,7 +101,7 @@ struct FailureTests {
         await remote.setFile(testBytes(10, seed: 2), named: "p2.jpg")
         try await device.queue.startSync()
         try await device.addChecklist("c1", photo: "p1")
-        try await waitUntil("the first download attempt") { await remote.downloadCount >= 1 }
+        try await waitFor("the first download attempt") { await remote.waitForCalls(.download, count: 1) }
         try await device.addChecklist("c2", photo: "p2")  // a table change: the next trigger
         try await device.waitForState("p2", .synced)
         try await device.waitForState("p1", .synced)
@@ -149,7 +149,7 @@ struct FailureTests {
         let saved = try await device.startStuckUpload()
 
         await device.queue.stopSync()
-        try await waitUntil("the interrupted call to end") { await remote.inFlightCount == 0 }
+        try await waitFor("the interrupted call to end") { await remote.waitUntilNoCallInFlight() }
         #expect(handler.calls.withLock { $0 }.isEmpty)
         #expect(try await device.state(of: saved.id) == .queuedUpload)
         await remote.release()

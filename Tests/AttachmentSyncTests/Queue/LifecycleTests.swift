@@ -115,7 +115,7 @@ struct LifecycleTests {
         await device.queue.stopSync()
         try await withDeadline("syncNow to return after stopSync") { try await round.value }
         await remote.release()
-        try await waitUntil("the interrupted call to end") { await remote.inFlightCount == 0 }
+        try await waitFor("the interrupted call to end") { await remote.waitUntilNoCallInFlight() }
         // Give a stray transfer every chance to start: none may.
         for _ in 0..<50 { await Task.yield() }
         #expect(await remote.uploadCount == 1)

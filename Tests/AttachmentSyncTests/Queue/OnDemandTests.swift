@@ -113,7 +113,7 @@ struct OnDemandTests {
         _ = try await withDeadline("the interrupted transfer to wind down") {
             await queue.status.first { $0.transfers.isEmpty }
         }
-        try await waitUntil("the remote call to end") { await remote.inFlightCount == 0 }
+        try await waitFor("the remote call to end") { await remote.waitUntilNoCallInFlight() }
 
         #expect(!device.fileExists("v.bin"), "no half file under the final name")
         #expect(device.fileSize(FileName.downloadingName(for: "v.bin")) == 100_000)

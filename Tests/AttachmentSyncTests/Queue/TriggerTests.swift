@@ -44,14 +44,14 @@ struct TriggerTests {
         await remote.setAlwaysFailing(.upload, with: InMemoryRemoteStorage.offlineError)
         let saved = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
         try await device.queue.startSync()
-        try await waitUntil("the startup attempt") { await remote.uploadCount >= 1 }
+        try await waitFor("the startup attempt") { await remote.waitForCalls(.upload, count: 1) }
         await device.queue.waitUntilIdle()
         #expect(await remote.uploadCount == 1, "a failure waits for the next trigger")
 
         for attempt in 2...3 {
             await device.clock.waitForSleepers(count: 1)
             await device.clock.advance(by: .seconds(30))
-            try await waitUntil("periodic attempt \(attempt)") { await remote.uploadCount >= attempt }
+            try await waitFor("periodic attempt \(attempt)") { await remote.waitForCalls(.upload, count: attempt) }
             await device.queue.waitUntilIdle()
             #expect(await remote.uploadCount == attempt)
         }
@@ -70,7 +70,7 @@ struct TriggerTests {
         await remote.setAlwaysFailing(.upload, with: InMemoryRemoteStorage.offlineError)
         _ = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
         try await device.queue.startSync()
-        try await waitUntil("the startup attempt") { await remote.uploadCount >= 1 }
+        try await waitFor("the startup attempt") { await remote.waitForCalls(.upload, count: 1) }
         await device.queue.waitUntilIdle()
         #expect(device.clock.sleeperCount == 0)
         await device.clock.advance(by: .seconds(3600))

@@ -79,7 +79,7 @@ struct VerifiedDownloadTests {
         let remote = try device.memoryRemote
         await remote.setFile(Data("wrong".utf8), named: "p1.jpg")
         try await device.queue.startSync()
-        try await waitUntil("the first download") { await remote.downloadCount >= 1 }
+        try await waitFor("the first download") { await remote.waitForCalls(.download, count: 1) }
         try await device.queue.syncNow()
         #expect(try await device.state(of: "p1") == .queuedDownload)
         #expect(try device.filesOnDisk().isEmpty)
@@ -97,7 +97,7 @@ struct VerifiedDownloadTests {
                 try WatchedAttachmentItem(id: "p1", fileExtension: "bin", size: reportsSize ? nil : 10_000)
             ]))
         try await device.queue.startSync()
-        try await waitUntil("the first download") { await base.downloadCount >= 1 }
+        try await waitFor("the first download") { await base.waitForCalls(.download, count: 1) }
         try await device.queue.syncNow()
         let record = try #require(try await device.queue.attachment(id: "p1"))
         #expect(record.state == .queuedDownload, "never synced with half the bytes")
