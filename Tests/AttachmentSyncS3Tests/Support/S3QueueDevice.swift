@@ -16,38 +16,10 @@ final class S3QueueDevice: Sendable {
     let db: LocalDatabase
     let queue: AttachmentQueue
 
-    /// Opens `folder/app.sqlite` and creates a queue (not started) that follows the checklists' photos, as
-    /// `.jpg` files.
-    ///
-    /// The periodic pass is short and retries wait little, so a missed trigger or a transient failure costs
-    /// a second, not the test's deadline; `configure` changes the rest.
-    init(
-        folder: URL, storage: S3RemoteStorage,
-        configure: (inout AttachmentQueue.Configuration) -> Void = { _ in }
-    ) throws {
+    private init(folder: URL, db: LocalDatabase, queue: AttachmentQueue) {
         self.folder = folder
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let db = try LocalDatabase(path: folder.appendingPathComponent("app.sqlite").path, schema: Self.schema)
         self.db = db
-        var configuration = AttachmentQueue.Configuration(
-            attachmentsDirectory: folder.appendingPathComponent("attachments", isDirectory: true).path)
-        configuration.syncInterval = .seconds(1)
-        configuration.syncThrottleDuration = .milliseconds(20)
-        configuration.retryBackoff = RetryBackoff(initialDelay: .milliseconds(200), maximumDelay: .seconds(1))
-        configure(&configuration)
-        queue = AttachmentQueue(
-            db: db,
-            remoteStorage: storage,
-            configuration: configuration,
-            watchAttachments: {
-                try db.watch(
-                    options: WatchOptions(
-                        sql: "SELECT photo_id FROM checklists WHERE photo_id IS NOT NULL",
-                        parameters: [],
-                        mapper: { cursor in
-                            try WatchedAttachmentItem(id: cursor.getString(name: "photo_id"), fileExtension: "jpg")
-                        }))
-            })
+        self.queue = queue
     }
 
     /// Adds a checklist row that refers to `photo`.
@@ -76,29 +48,50 @@ final class S3QueueDevice: Sendable {
             throw StreamEnded(what: "attachment \(id) reached \(String(describing: state))")
         }
     }
-
-    /// Stops the queue and closes the database.
-    func close() async {
-        await queue.close()
-        try? await db.close()
-    }
 }
 
 extension S3QueueDevice {
-    /// Runs `body` with a device in `folder` over `storage`, then closes it whatever happened.
+    /// Runs `body` with a device in `folder` over `storage`, then closes its queue and database whatever
+    /// happened.
+    ///
+    /// The device opens `folder/app.sqlite` and has a queue (not started) that follows the checklists'
+    /// photos, as `.jpg` files. The periodic pass is short and retries wait little, so a missed trigger or a
+    /// transient failure costs a second, not the test's deadline; `configure` changes the rest.
     static func with<T>(
         folder: URL, storage: S3RemoteStorage, configure: (inout AttachmentQueue.Configuration) -> Void = { _ in },
         _ body: (S3QueueDevice) async throws -> T
     ) async throws -> T {
-        let device = try S3QueueDevice(folder: folder, storage: storage, configure: configure)
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let db = try LocalDatabase(path: folder.appendingPathComponent("app.sqlite").path, schema: Self.schema)
+        var configuration = AttachmentQueue.Configuration(
+            attachmentsDirectory: folder.appendingPathComponent("attachments", isDirectory: true).path)
+        configuration.syncInterval = .seconds(1)
+        configuration.syncThrottleDuration = .milliseconds(20)
+        configuration.retryBackoff = RetryBackoff(initialDelay: .milliseconds(200), maximumDelay: .seconds(1))
+        configure(&configuration)
+        let result: Result<T, any Error>
         do {
-            let result = try await body(device)
-            await device.close()
-            return result
+            result = .success(
+                try await withAttachmentQueue(
+                    db: db, remoteStorage: storage, configuration: configuration,
+                    watchAttachments: {
+                        try db.watch(
+                            options: WatchOptions(
+                                sql: "SELECT photo_id FROM checklists WHERE photo_id IS NOT NULL",
+                                parameters: [],
+                                mapper: { cursor in
+                                    try WatchedAttachmentItem(
+                                        id: cursor.getString(name: "photo_id"), fileExtension: "jpg")
+                                }))
+                    }
+                ) { queue in
+                    try await body(S3QueueDevice(folder: folder, db: db, queue: queue))
+                })
         } catch {
-            await device.close()
-            throw error
+            result = .failure(error)
         }
+        try? await db.close()
+        return try result.get()
     }
 }
 
