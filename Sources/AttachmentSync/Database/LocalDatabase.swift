@@ -140,15 +140,55 @@ public final class LocalDatabase: Sendable {
         return try LocalDatabase(validatedWriter: queue, schema: schema, path: nil, configuration: configuration)
     }
 
-    private init(validatedWriter: any DatabaseWriter, schema: Schema, path: String?, configuration: Configuration)
-        throws
-    {
+    /// Opens the existing database file at `path` for reading only: no schema is applied and nothing is
+    /// ever written (writes fail with ``LocalDatabaseError/Code-swift.struct/sqlError``). For tools that
+    /// inspect an app's database, even while the app runs: each read is a short transaction and holds no
+    /// lock against the app's writes (in WAL mode).
+    ///
+    /// ```swift
+    /// let db = try LocalDatabase.readOnly(path: "app.sqlite")
+    /// let report = try await AttachmentTableReport.read(from: db)
+    /// ```
+    ///
+    /// - Throws: ``LocalDatabaseError`` with code ``LocalDatabaseError/Code-swift.struct/invalidPath`` when
+    ///   no file is at `path`, ``LocalDatabaseError/Code-swift.struct/sqlError`` when SQLite cannot open it.
+    public static func readOnly(path: String, configuration: Configuration = Configuration()) throws -> LocalDatabase {
+        var isDirectory: ObjCBool = false
+        guard !path.isEmpty, FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory),
+            !isDirectory.boolValue
+        else {
+            throw LocalDatabaseError(
+                code: .invalidPath, message: "no database file at \(String(reflecting: path))", path: path)
+        }
+        var grdbConfiguration = GRDB.Configuration()
+        grdbConfiguration.label = "AttachmentSync.LocalDatabase.readOnly"
+        grdbConfiguration.readonly = true
+        grdbConfiguration.busyMode = .timeout(configuration.busyTimeout)
+        let queue: DatabaseQueue
+        do {
+            queue = try DatabaseQueue(path: path, configuration: grdbConfiguration)
+        } catch {
+            var wrapped = LocalDatabaseError.wrapping(error) as? LocalDatabaseError
+            wrapped?.path = path
+            throw wrapped ?? error
+        }
+        return try LocalDatabase(
+            validatedWriter: queue, schema: Schema(tables: []), path: path, configuration: configuration,
+            applyingSchema: false)
+    }
+
+    private init(
+        validatedWriter: any DatabaseWriter, schema: Schema, path: String?, configuration: Configuration,
+        applyingSchema: Bool = true
+    ) throws {
         self.writer = validatedWriter
         self.schema = schema
         self.path = path
         let logger = configuration.logger
-        try LocalDatabaseError.converting {
-            try validatedWriter.write { db in try SchemaApplier(db: db, logger: logger).apply(schema) }
+        if applyingSchema {
+            try LocalDatabaseError.converting {
+                try validatedWriter.write { db in try SchemaApplier(db: db, logger: logger).apply(schema) }
+            }
         }
         if let pool = validatedWriter as? DatabasePool {
             var checkerConfiguration = GRDB.Configuration()

@@ -61,20 +61,21 @@ public struct QueueStatus: Sendable {
     public var localOnly: Totals = Totals(count: 0, bytes: 0)
     /// Attachments whose transfer was given up, by id.
     public var givenUp: [GivenUp] = []
-    /// The local content against ``AttachmentQueue/Configuration/maxCacheBytes``; `nil` when no budget is
-    /// set.
-    public var cache: Cache?
+    /// The local content, by what may be evicted and why the rest is kept, against
+    /// ``AttachmentQueue/Configuration/maxCacheBytes`` when one is set.
+    public var cache = Cache(
+        budget: nil, usedBytes: 0, evictableBytes: 0, pinnedBytes: 0, notUploadedBytes: 0, keptBytes: 0)
 
     /// The local content against the cache budget, by what may be evicted and why the rest is kept.
     ///
     /// ```swift
-    /// if let cache = status.cache, cache.cannotMeetBudget {
-    ///     warn("\(cache.pinnedBytes) bytes pinned keep the cache over its budget")
+    /// if status.cache.cannotMeetBudget {
+    ///     warn("\(status.cache.pinnedBytes) bytes pinned keep the cache over its budget")
     /// }
     /// ```
     public struct Cache: Sendable, Hashable {
-        /// The budget, ``AttachmentQueue/Configuration/maxCacheBytes``.
-        public var budget: Int64
+        /// The budget, ``AttachmentQueue/Configuration/maxCacheBytes``; `nil` when none is set.
+        public var budget: Int64?
         /// The bytes of content on this device.
         public var usedBytes: Int64
         /// Bytes the queue may evict: archived content and on-demand content that reached remote storage.
@@ -88,8 +89,10 @@ public struct QueueStatus: Sendable {
 
         /// Whether the budget cannot be met: even with every evictable byte gone, the content kept for the
         /// reasons above is more than the budget. The queue then stays over it rather than lose a file.
+        /// `false` without a budget.
         public var cannotMeetBudget: Bool {
-            CachePolicy(budget: budget).cannotMeet(used: usedBytes, evictable: evictableBytes)
+            guard let budget else { return false }
+            return CachePolicy(budget: budget).cannotMeet(used: usedBytes, evictable: evictableBytes)
         }
     }
 
@@ -101,7 +104,7 @@ public struct QueueStatus: Sendable {
 
 extension AttachmentQueue {
     /// One row of the status query: totals of a state, or one attachment waiting for a retry.
-    private struct StatusRow: Sendable {
+    struct StatusRow: Sendable {
         var state: AttachmentState
         var totals: QueueStatus.Totals?
         var localBytes: Int64
@@ -157,7 +160,7 @@ extension AttachmentQueue {
         return stream
     }
 
-    private static func statusRow(_ cursor: SqlCursor) throws -> StatusRow {
+    static func statusRow(_ cursor: SqlCursor) throws -> StatusRow {
         let rawState = try cursor.getInt(name: "state")
         let state = AttachmentState(rawValue: rawState) ?? .archived
         let kind = try cursor.getInt(name: "kind")
@@ -200,7 +203,7 @@ extension AttachmentQueue {
                 lastError: try cursor.getStringOptional(name: "err")))
     }
 
-    private static func snapshot(_ rows: [StatusRow], progress: ProgressCenter, budget: Int64?) -> QueueStatus {
+    static func snapshot(_ rows: [StatusRow], progress: ProgressCenter?, budget: Int64?) -> QueueStatus {
         var states: [AttachmentState: QueueStatus.Totals] = [:]
         var local: Int64 = 0
         var retries: [QueueStatus.Retry] = []
@@ -215,7 +218,7 @@ extension AttachmentQueue {
             if let totals = row.localOnly { localOnly = totals }
             local += row.localBytes
         }
-        let (transfers, bytes) = progress.snapshot()
+        let (transfers, bytes) = progress?.snapshot() ?? ([], 0)
         return QueueStatus(
             states: states, localContentBytes: local, transfers: transfers, bytesTransferred: bytes,
             waitingForRetry: retries.sorted {
@@ -223,11 +226,9 @@ extension AttachmentQueue {
             },
             localOnly: localOnly,
             givenUp: givenUp.sorted { $0.attachmentId < $1.attachmentId },
-            cache: budget.map { budget in
-                QueueStatus.Cache(
-                    budget: budget, usedBytes: classes.values.reduce(0) { $0.addingClamped($1) },
-                    evictableBytes: classes[.evictable] ?? 0, pinnedBytes: classes[.pinned] ?? 0,
-                    notUploadedBytes: classes[.notUploaded] ?? 0, keptBytes: classes[.kept] ?? 0)
-            })
+            cache: QueueStatus.Cache(
+                budget: budget, usedBytes: classes.values.reduce(0) { $0.addingClamped($1) },
+                evictableBytes: classes[.evictable] ?? 0, pinnedBytes: classes[.pinned] ?? 0,
+                notUploadedBytes: classes[.notUploaded] ?? 0, keptBytes: classes[.kept] ?? 0))
     }
 }

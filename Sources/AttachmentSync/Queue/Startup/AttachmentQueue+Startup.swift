@@ -19,23 +19,7 @@ extension AttachmentQueue {
     /// with every column the queue uses.
     private func checkTable() async throws {
         let store = store
-        let present = try await db.readTransaction { tx in try store.columnNames(in: tx) }
-        let table = configuration.attachmentsQueueTableName
-        guard !present.isEmpty else {
-            throw AttachmentError(
-                code: .invalidConfiguration,
-                message: "the database has no table \(String(reflecting: table)); add "
-                    + "createAttachmentTable(name: \(String(reflecting: table))) to its Schema",
-                name: table)
-        }
-        let missing = (["id"] + attachmentTableColumns.map(\.name)).filter { !present.contains($0) }
-        guard missing.isEmpty else {
-            throw AttachmentError(
-                code: .invalidConfiguration,
-                message: "table \(String(reflecting: table)) lacks the attachment columns "
-                    + missing.joined(separator: ", ") + "; declare it with createAttachmentTable(name:)",
-                name: table)
-        }
+        try await db.readTransaction { tx in try store.checkTable(in: tx) }
     }
 
     /// Makes every record's `local_uri` true:

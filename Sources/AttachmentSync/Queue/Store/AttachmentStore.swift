@@ -263,6 +263,42 @@ struct AttachmentStore: Sendable {
         _ = try tx.execute(sql: "DELETE FROM \(table)", parameters: [])
     }
 
+    /// Throws ``AttachmentError/Code-swift.struct/invalidConfiguration`` naming the table unless it exists
+    /// with every attachment column.
+    func checkTable(in tx: SqlTransaction) throws {
+        let present = try columnNames(in: tx)
+        let table = unquotedName
+        guard !present.isEmpty else {
+            throw AttachmentError(
+                code: .invalidConfiguration,
+                message: "the database has no table \(String(reflecting: table)); add "
+                    + "createAttachmentTable(name: \(String(reflecting: table))) to its Schema",
+                name: table)
+        }
+        let missing = (["id"] + AttachmentColumn.allCases.map(\.name)).filter { !present.contains($0) }
+        guard missing.isEmpty else {
+            throw AttachmentError(
+                code: .invalidConfiguration,
+                message: "table \(String(reflecting: table)) lacks the attachment columns "
+                    + missing.joined(separator: ", ") + "; declare it with createAttachmentTable(name:)",
+                name: table)
+        }
+    }
+
+    /// The `limit` records with the most bytes, largest first.
+    func largest(limit: Int, in tx: SqlTransaction) throws -> [AttachmentRecord] {
+        try tx.getAll(
+            sql:
+                "SELECT \(AttachmentRecord.columns) FROM \(table) WHERE size IS NOT NULL ORDER BY size DESC, id LIMIT ?",
+            parameters: [limit]
+        ) { try AttachmentRecord(cursor: $0) }
+    }
+
+    /// How many records the table holds.
+    func count(in tx: SqlTransaction) throws -> Int {
+        try tx.get(sql: "SELECT count(*) AS n FROM \(table)") { try $0.getInt(name: "n") }
+    }
+
     /// The names of the columns the table has, to check it before the queue starts.
     func columnNames(in tx: SqlTransaction) throws -> Set<String> {
         Set(
