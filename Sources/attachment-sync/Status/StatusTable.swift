@@ -20,20 +20,18 @@ struct StatusTable {
         }
         let cache = status.cache
         lines.append("")
-        var content =
-            "on this device: \(DemoReport.bytes(Int(cache.usedBytes))) (evictable \(DemoReport.bytes(Int(cache.evictableBytes))), "
-            + "pinned \(DemoReport.bytes(Int(cache.pinnedBytes))), never uploaded "
-            + "\(DemoReport.bytes(Int(cache.notUploadedBytes))), downloaded or queued "
-            + "\(DemoReport.bytes(Int(cache.keptBytes))))"
-        if let budget = cache.budget {
-            content += "; budget \(DemoReport.bytes(Int(budget)))"
-            if cache.cannotMeetBudget {
-                content += ", which cannot be met: what may not be evicted is more than that"
-            } else if cache.usedBytes > budget {
-                content += ", over it until the next pass evicts"
-            }
+        lines.append(
+            "on this device: \(DemoReport.bytes(Int(cache.usedBytes)))"
+                + (cache.budget.map { " of a \(DemoReport.bytes(Int($0))) budget" } ?? ""))
+        lines.append(
+            "  evictable \(DemoReport.bytes(Int(cache.evictableBytes))), pinned \(DemoReport.bytes(Int(cache.pinnedBytes))), "
+                + "never uploaded \(DemoReport.bytes(Int(cache.notUploadedBytes))), downloaded or queued "
+                + "\(DemoReport.bytes(Int(cache.keptBytes)))")
+        if cache.cannotMeetBudget {
+            lines.append("  the budget cannot be met: what may not be evicted is more than that")
+        } else if let budget = cache.budget, cache.usedBytes > budget {
+            lines.append("  over the budget until the queue's next pass evicts")
         }
-        lines.append(content)
         if status.localOnly.count > 0 {
             lines.append(
                 "only on this device: \(status.localOnly.count) attachment\(status.localOnly.count == 1 ? "" : "s"), "
@@ -63,8 +61,10 @@ struct StatusTable {
             lines.append("")
             lines.append("largest:")
             for entry in report.largest {
+                let size = DemoReport.bytes(Int(entry.size ?? 0))
                 lines.append(
-                    "  \(DemoReport.bytes(Int(entry.size ?? 0)))  \(entry.id)  \(Self.name(entry.state))"
+                    "  " + String(repeating: " ", count: max(0, 10 - size.count)) + size
+                        + "  \(entry.id)  \(Self.name(entry.state))"
                         + (entry.contentAvailable ? "" : "  (not on this device)"))
             }
         }

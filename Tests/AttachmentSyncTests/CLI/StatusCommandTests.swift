@@ -86,6 +86,7 @@ struct StatusCommandTests {
         #expect(output.contains("only on this device: 2 attachments, 700 B never uploaded"))
         #expect(output.split(separator: "\n").contains { $0.hasPrefix("synced") && $0.hasSuffix("3.9 KiB") })
         #expect(!output.contains("budget"), "no budget given, none reported")
+        #expect(output.contains("on this device: 4.6 KiB\n"))
         let largest = output.components(separatedBy: "largest:\n").last ?? ""
         #expect(largest.split(separator: "\n").count == 2)
         let after = try await device.db.getAll(sql: "SELECT * FROM attachments ORDER BY id") {
