@@ -1,5 +1,6 @@
 import AttachmentSync
 import AttachmentSyncTesting
+import Crypto
 import Foundation
 
 /// Where a scenario's uploads went, to read them back.
@@ -65,9 +66,17 @@ func verifyAllSynced(_ device: Device, expected: [String: Data], remote: RemoteC
     if records.count != expected.count {
         problems.append("\(records.count) records for \(expected.count) attachments")
     }
-    let remoteFiles = try await remote.allFiles()
+    let stored = try await remote.allFiles()
+    // The folder remote keeps each file's SHA-256 beside it (`.attachment-sync-sha256-<name>`): checked
+    // below, not counted as files.
+    let hashPrefix = ".attachment-sync-sha256-"
+    let remoteFiles = stored.filter { !$0.key.hasPrefix(hashPrefix) }
+    let storedHashes = stored.filter { $0.key.hasPrefix(hashPrefix) }
     if remoteFiles.count != expected.count {
         problems.append("the remote holds \(remoteFiles.count) files for \(expected.count) attachments")
+    }
+    if case .folder = remote, storedHashes.count != expected.count {
+        problems.append("the folder remote holds \(storedHashes.count) stored hashes for \(expected.count) files")
     }
     for record in records {
         guard let data = expected[record.id] else {
@@ -88,6 +97,14 @@ func verifyAllSynced(_ device: Device, expected: [String: Data], remote: RemoteC
         if local != data { problems.append("\(record.id)'s local file is missing or has the wrong bytes") }
         if remoteFiles[record.filename] != data {
             problems.append("\(record.id)'s remote copy is missing or has the wrong bytes")
+        }
+        if case .folder = remote,
+            storedHashes[hashPrefix + record.filename].map({
+                String(decoding: $0, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            })
+                != SHA256.hash(data: data).map({ String(format: "%02x", $0) }).joined()
+        {
+            problems.append("\(record.id)'s stored SHA-256 in the folder remote is missing or wrong")
         }
         if problems.count > 5 { break }
     }

@@ -1,0 +1,91 @@
+import AttachmentSync
+import AttachmentSyncTesting
+import Foundation
+import TestSupport
+import Testing
+
+/// `attachment-sync verify`, run as a user runs it, on files and records a real queue made, then damaged by
+/// hand as a disk or a person would.
+@Suite("attachment-sync verify", .cleansUp)
+struct VerifyCommandTests {
+    @Test("a clean device verifies clean; damaged, missing and stray files are each found and exit 2")
+    func findsWhatDisagrees() async throws {
+        let device = try QueueHarness()
+        let saved = try await device.queue.saveFile(
+            data: testBytes(2_000), mediaType: nil, fileExtension: "bin", id: "good")
+        let corrupt = try await device.queue.saveFile(
+            data: testBytes(1_000), mediaType: nil, fileExtension: "bin", id: "corrupt")
+        let truncated = try await device.queue.saveFile(
+            data: testBytes(1_000), mediaType: nil, fileExtension: "bin", id: "truncated")
+        try await device.queue.syncNow()
+        let localOnly = try await device.queue.saveFile(
+            data: testBytes(300), mediaType: nil, fileExtension: "bin", id: "gone")
+        await device.queue.close()
+        let db = device.folder.path("app.sqlite")
+        let attachments = device.folder.path("attachments")
+        let tool = try CommandLineTool.locate()
+
+        let clean = try await tool.run(["verify", db, "--dir", attachments])
+        #expect(clean.status == 0, "stderr: \(clean.standardError)")
+        #expect(clean.standardOutput.contains("checked 4 files"))
+        #expect(clean.standardOutput.contains("all agree with their records"))
+
+        // Same size, one byte flipped; cut short; the only copy deleted; a stray file.
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: try #require(corrupt.localUri)))
+        bytes[10] ^= 0xFF
+        try bytes.write(to: URL(fileURLWithPath: try #require(corrupt.localUri)))
+        try Data(testBytes(10)).write(to: URL(fileURLWithPath: try #require(truncated.localUri)))
+        try FileManager.default.removeItem(atPath: try #require(localOnly.localUri))
+        try Data("stray".utf8).write(to: URL(fileURLWithPath: attachments).appendingPathComponent("notes.txt"))
+        try FileManager.default.createDirectory(
+            atPath: attachments + "/thumbnails", withIntermediateDirectories: true)
+        try Data("partial".utf8).write(
+            to: URL(fileURLWithPath: attachments).appendingPathComponent(".attachment-sync-download-x.bin"))
+        let before = try Data(contentsOf: URL(fileURLWithPath: db))
+
+        let damaged = try await tool.run(["verify", db, "--dir", attachments])
+        #expect(damaged.status == 2, "stderr: \(damaged.standardError)")
+        let output = damaged.standardOutput
+        #expect(output.contains("4 disagree"))
+        #expect(output.contains("corrupt.bin: SHA-256 "))
+        #expect(output.contains("attachment corrupt (synced); remote storage has it"))
+        #expect(output.contains("truncated.bin: 10 bytes, the record says 1000"))
+        #expect(output.contains("gone.bin: missing, attachment gone (to upload); this was the only copy"))
+        #expect(output.contains("notes.txt: no record claims it"))
+        #expect(!output.contains("good.bin"), "the intact file is not listed")
+        #expect(!output.contains("thumbnails") && !output.contains(".attachment-sync-"))
+
+        let json = try await tool.run(["verify", db, "--dir", attachments, "--json"])
+        #expect(json.status == 2)
+        let document = try #require(
+            try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any])
+        #expect(document["clean"] as? Bool == false)
+        #expect(document["checkedFiles"] as? Int == 4)
+        let findings = try #require(document["findings"] as? [[String: Any]])
+        #expect(findings.compactMap { $0["problem"] as? String } == ["wrongHash", "missing", "wrongSize", "unclaimed"])
+        #expect(findings[2]["expected"] as? String == "1000")
+        #expect(findings[2]["actual"] as? String == "10")
+        #expect(findings[3]["attachmentId"] is NSNull, "an unclaimed file has no attachment")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: db)) == before, "verify writes nothing")
+        #expect(FileManager.default.fileExists(atPath: attachments + "/notes.txt"), "nor removes anything")
+        _ = saved
+    }
+
+    @Test("a missing directory or database exits 1 and says which")
+    func unreadable() async throws {
+        let device = try QueueHarness()
+        _ = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "bin")
+        await device.queue.close()
+        let tool = try CommandLineTool.locate()
+        let noDir = try await tool.run([
+            "verify", device.folder.path("app.sqlite"), "--dir", device.folder.path("nope"),
+        ])
+        #expect(noDir.status == 1)
+        #expect(noDir.standardError.contains("no attachments directory"))
+        let noDB = try await tool.run([
+            "verify", device.folder.path("none.sqlite"), "--dir", device.folder.path("attachments"),
+        ])
+        #expect(noDB.status == 1)
+        #expect(noDB.standardError.contains("no database file"))
+    }
+}
