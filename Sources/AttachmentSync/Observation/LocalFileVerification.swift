@@ -27,6 +27,7 @@ public struct LocalFileVerification: Sendable {
         /// No record claims the file.
         case unclaimed
 
+        /// The problem in a few words, for people.
         public var description: String {
             switch self {
             case .missing: "missing"
