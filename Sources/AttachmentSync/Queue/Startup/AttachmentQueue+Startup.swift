@@ -37,9 +37,11 @@ extension AttachmentQueue {
             let relative = relativePath(stored)
             let path = localPath(relative)
             let exists = try await localStorage.fileExists(filePath: path)
-            let staging = localPath(FileName.savingName(for: relative))
-            let stagingExists =
-                !exists && record.state == .queuedUpload ? try await localStorage.fileExists(filePath: staging) : false
+            // Looked for only when an upload's file is missing (a path per record costs at 100,000 records).
+            var stagingExists = false
+            if !exists, record.state == .queuedUpload {
+                stagingExists = try await localStorage.fileExists(filePath: savingPath(of: relative))
+            }
             let timestamp = timestamps.next()
             switch StartupCheck.verdict(state: record.state, fileExists: exists, stagingExists: stagingExists) {
             case .removeFile:
@@ -49,7 +51,7 @@ extension AttachmentQueue {
                 }
             case .keep, .completeSave:
                 if !exists {
-                    try await localStorage.moveFile(sourcePath: staging, targetPath: path)
+                    try await localStorage.moveFile(sourcePath: savingPath(of: relative), targetPath: path)
                     logger.info("completed an interrupted save", metadata: ["attachment": "\(record.id)"])
                 }
                 if relative != stored {
@@ -83,6 +85,11 @@ extension AttachmentQueue {
                 }
             }
         }
+    }
+
+    /// Where `saveFile` staged the file `relative` before its commit.
+    private func savingPath(of relative: String) -> String {
+        localPath(FileName.savingName(for: relative))
     }
 
     /// `stored` relative to the attachments directory: as it is when already relative; for an absolute
