@@ -128,7 +128,7 @@ struct DownloadAndArchiveTests {
         try await device.waitForState("p1", .synced)
         try await device.setPhoto(checklist: "c1", photo: nil)
         // With a limit of 0 the archived state may last only until the next pass trims it.
-        try await waitUntil("p1 archived or evicted") { try await [nil, .archived].contains(device.state(of: "p1")) }
+        try await device.waitForColumn("state", of: "p1", toBe: "\(AttachmentState.archived.rawValue)", orGone: true)
         try await device.queue.expireCache()
         #expect(try await device.state(of: "p1") == nil)
         #expect(try device.filesOnDisk().isEmpty)

@@ -71,9 +71,7 @@ struct GivenUpTests {
             tx, attachment in
             try tx.execute(sql: "UPDATE checklists SET photo_id = ? WHERE id = 'c1'", arguments: [attachment.id])
         }
-        try await waitUntil("the upload to be given up") {
-            try await device.queue.attachment(id: photo.id)?.givenUp == .queuedUpload
-        }
+        try await device.waitForColumn("given_up", of: photo.id, toBe: "\(AttachmentState.queuedUpload.rawValue)")
         // While the row still refers to it, it stays given up: no loop behind the handler's back.
         try await device.queue.syncNow()
         #expect(await remote.uploadCount == 1)

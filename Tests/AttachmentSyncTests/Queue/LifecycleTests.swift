@@ -76,7 +76,7 @@ struct LifecycleTests {
         let remote = try device.memoryRemote
         await remote.setFile(testBytes(300_000), named: "v.bin")
         try await device.queue.startSync()
-        try await waitUntil("the on-demand record") { try await device.queue.attachment(id: "v") != nil }
+        try await device.waitForRecord("v")
 
         await remote.holdDownloads(atByte: 100_000)
         let queue = device.queue

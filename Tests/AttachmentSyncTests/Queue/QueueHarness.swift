@@ -111,6 +111,27 @@ final class QueueHarness: Sendable {
         }
     }
 
+    /// Waits (through a watch of the table, not by sleeping) until `column` of attachment `id` holds `value`
+    /// (`nil`: SQL NULL); `recordGone` also accepts the record being gone.
+    func waitForColumn(
+        _ column: String, of id: String, toBe value: String?, orGone recordGone: Bool = false, seconds: Double = 30
+    ) async throws {
+        let values = try db.watch(
+            sql: "SELECT CAST(\(column) AS TEXT) AS value FROM attachments WHERE id = ?", parameters: [id]
+        ) { [try $0.getStringOptional(name: "value")] }
+        _ = try await withDeadline(seconds: seconds, "\(column) of \(id) to be \(value ?? "NULL")") {
+            try await values.first { rows in rows == [[value]] || (recordGone && rows.isEmpty) }
+        }
+    }
+
+    /// Waits (through a watch) until attachment `id` has a record.
+    func waitForRecord(_ id: String, seconds: Double = 30) async throws {
+        let counts = try db.watch(sql: "SELECT count(*) AS n FROM attachments WHERE id = ?", parameters: [id]) {
+            try $0.getInt(name: "n")
+        }
+        _ = try await withDeadline(seconds: seconds, "a record for \(id)") { try await counts.first { $0 == [1] } }
+    }
+
     /// Holds the in-memory remote, saves a file and starts sync, returning once that upload is stuck in
     /// flight.
     func startStuckUpload() async throws -> AttachmentSync.Attachment {

@@ -150,7 +150,7 @@ struct TransferEngineTests {
         await remote.failNext(.upload, count: 1, with: InMemoryRemoteStorage.offlineError)
         let saved = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
         try await device.queue.startSync()
-        try await waitUntil("the first attempt") { try await device.retryState(of: saved.id).attempts == 1 }
+        try await device.waitForColumn("attempts", of: saved.id, toBe: "1")
         await device.queue.waitUntilIdle()
         await device.clock.waitForSleepers(count: 1)  // the retry timer
         await device.clock.advance(by: .seconds(5))

@@ -114,16 +114,14 @@ struct VerifiedDownloadTests {
         await remote.hold()
         try await device.queue.startSync()
         emit.yield([try WatchedAttachmentItem(id: "p1", fileExtension: "jpg")])
-        try await waitUntil("the record") { try await device.queue.attachment(id: "p1") != nil }
+        try await device.waitForRecord("p1")
         // The row now carries the hash; the remote keeps none and serves other bytes.
         await remote.setFile(Data("tampered".utf8), named: "p1.jpg")
         emit.yield([
             try WatchedAttachmentItem(
                 id: "p1", fileExtension: "jpg", contentHash: FileStreaming.sha256(Data("right".utf8)))
         ])
-        try await waitUntil("the record to learn the hash") {
-            try await device.queue.attachment(id: "p1")?.contentHash == FileStreaming.sha256(Data("right".utf8))
-        }
+        try await device.waitForColumn("content_hash", of: "p1", toBe: FileStreaming.sha256(Data("right".utf8)))
         await remote.release()
         try await device.queue.syncNow()
         #expect(try await device.state(of: "p1") == .queuedDownload)
@@ -161,7 +159,7 @@ struct VerifiedDownloadTests {
         let remote = try device.memoryRemote
         await remote.setFile(testBytes(300_000), named: "v.bin")
         try await device.queue.startSync()
-        try await waitUntil("the on-demand record") { try await device.queue.attachment(id: "v") != nil }
+        try await device.waitForRecord("v")
         #expect(try await device.queue.attachment(id: "v")?.size == 300_000)
 
         await remote.hold()
