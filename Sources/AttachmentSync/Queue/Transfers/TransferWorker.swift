@@ -61,6 +61,12 @@ struct TransferWorker: Sendable {
         let size: Int64
         if let url = local.plainFileURL(filePath: path) {
             size = try await local.fileSize(filePath: path) ?? record.size ?? 0
+            if record.contentHash != nil || record.size != nil {
+                let digest = try await files.digest(ofFileAt: url.path)
+                if let damaged = changedSinceSave(record, size: digest.size, sha256: digest.sha256, path: path) {
+                    return try await giveUp(record, because: damaged, attempts: record.attempts + 1)
+                }
+            }
             progress.begin(id, direction: .upload, totalBytes: size)
             try await remote.uploadFile(fileURL: url, attachment: attachment) {
                 progress.report(id, $0)
@@ -68,6 +74,9 @@ struct TransferWorker: Sendable {
         } else {
             let data = try await local.readFile(filePath: path, mediaType: record.mediaType)
             size = Int64(data.count)
+            if let damaged = changedSinceSave(record, size: size, sha256: FileStreaming.sha256(data), path: path) {
+                return try await giveUp(record, because: damaged, attempts: record.attempts + 1)
+            }
             progress.begin(id, direction: .upload, totalBytes: size)
             try await remote.uploadFile(data: data, attachment: attachment)
         }
@@ -80,6 +89,26 @@ struct TransferWorker: Sendable {
         }
         logger.debug("uploaded", metadata: ["attachment": "\(record.id)", "bytes": "\(size)"])
         return committed ? .completed(bytes: size) : .superseded
+    }
+
+    /// The error to give an upload up with when its local file is no longer what was saved (its size or
+    /// SHA-256 differs from the record's): retrying cannot help, and uploading it would put wrong bytes in
+    /// remote storage under the record's hash. The file stays, as the only copy there is.
+    private func changedSinceSave(_ record: AttachmentRecord, size: Int64, sha256: String, path: String)
+        -> AttachmentError?
+    {
+        let what: String
+        if let expected = record.size, expected != size {
+            what = "is \(size) bytes long, not the \(expected) it was saved with"
+        } else if let expected = record.contentHash?.lowercased(), expected != sha256 {
+            what = "has SHA-256 \(sha256), not the \(expected) it was saved with"
+        } else {
+            return nil
+        }
+        return AttachmentError(
+            code: .integrityMismatch,
+            message: "the local file of attachment \(String(reflecting: record.id)) \(what); it was not uploaded "
+                + "and is kept as it is", attachmentId: record.id, path: path)
     }
 
     /// Downloads to a partial file under a temporary name, verifies it, moves it into place and commits.
