@@ -10,7 +10,7 @@ struct StatusJSON: Encodable {
     }
 
     struct Cache: Encodable {
-        var budget: Int64?
+        var budget: Nullable<Int64>
         var usedBytes: Int64
         var evictableBytes: Int64
         var pinnedBytes: Int64
@@ -24,14 +24,14 @@ struct StatusJSON: Encodable {
         var state: String
         var attempts: Int
         var nextAttemptAt: Date
-        var lastError: String?
+        var lastError: Nullable<String>
     }
 
     struct GivenUp: Encodable {
         var id: String
         var state: String
         var attempts: Int
-        var lastError: String?
+        var lastError: Nullable<String>
         var isLocalOnly: Bool
     }
 
@@ -39,7 +39,7 @@ struct StatusJSON: Encodable {
         var id: String
         var filename: String
         var state: String
-        var size: Int64?
+        var size: Nullable<Int64>
         var contentAvailable: Bool
         var isLocalOnly: Bool
     }
@@ -67,94 +67,52 @@ struct StatusJSON: Encodable {
         localOnly = Totals(count: status.localOnly.count, bytes: status.localOnly.bytes)
         let cache = status.cache
         self.cache = Cache(
-            budget: cache.budget, usedBytes: cache.usedBytes, evictableBytes: cache.evictableBytes,
+            budget: Nullable(cache.budget), usedBytes: cache.usedBytes, evictableBytes: cache.evictableBytes,
             pinnedBytes: cache.pinnedBytes, notUploadedBytes: cache.notUploadedBytes, keptBytes: cache.keptBytes,
             cannotMeetBudget: cache.cannotMeetBudget)
         waitingForRetry = status.waitingForRetry.map {
             Retry(
                 id: $0.attachmentId, state: $0.state.description, attempts: $0.attempts,
-                nextAttemptAt: $0.nextAttemptAt, lastError: $0.lastError)
+                nextAttemptAt: $0.nextAttemptAt, lastError: Nullable($0.lastError))
         }
         givenUp = status.givenUp.map {
             GivenUp(
-                id: $0.attachmentId, state: $0.state.description, attempts: $0.attempts, lastError: $0.lastError,
+                id: $0.attachmentId, state: $0.state.description, attempts: $0.attempts,
+                lastError: Nullable($0.lastError),
                 isLocalOnly: $0.isLocalOnly)
         }
         largest = report.largest.map {
             Entry(
-                id: $0.id, filename: $0.filename, state: $0.state.description, size: $0.size,
+                id: $0.id, filename: $0.filename, state: $0.state.description, size: Nullable($0.size),
                 contentAvailable: $0.contentAvailable, isLocalOnly: $0.isLocalOnly)
         }
     }
 
     /// The document, pretty-printed with sorted keys.
     func encoded() throws -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .iso8601
-        return String(decoding: try encoder.encode(self), as: UTF8.self)
-    }
-
-    private enum CodingKeys: String, CodingKey {
-        case table, records, states, localContentBytes, localOnly, cache, waitingForRetry, givenUp, largest
+        try jsonDocument(self)
     }
 }
 
-extension StatusJSON.Cache {
-    private enum CodingKeys: String, CodingKey {
-        case budget, usedBytes, evictableBytes, pinnedBytes, notUploadedBytes, keptBytes, cannotMeetBudget
+/// An optional value that a JSON document always has a key for: `null` when absent (synthesized `Encodable`
+/// would leave the key out), so scripts can rely on every key being there.
+struct Nullable<Value: Encodable>: Encodable {
+    var value: Value?
+
+    init(_ value: Value?) {
+        self.value = value
     }
 
     func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(budget, forKey: .budget)  // null when none, never left out
-        try container.encode(usedBytes, forKey: .usedBytes)
-        try container.encode(evictableBytes, forKey: .evictableBytes)
-        try container.encode(pinnedBytes, forKey: .pinnedBytes)
-        try container.encode(notUploadedBytes, forKey: .notUploadedBytes)
-        try container.encode(keptBytes, forKey: .keptBytes)
-        try container.encode(cannotMeetBudget, forKey: .cannotMeetBudget)
+        var container = encoder.singleValueContainer()
+        if let value { try container.encode(value) } else { try container.encodeNil() }
     }
 }
 
-// Optional values are written as null rather than left out, so every key is always there.
-
-extension StatusJSON.Retry {
-    private enum CodingKeys: String, CodingKey { case id, state, attempts, nextAttemptAt, lastError }
-
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(id, forKey: .id)
-        try container.encode(state, forKey: .state)
-        try container.encode(attempts, forKey: .attempts)
-        try container.encode(nextAttemptAt, forKey: .nextAttemptAt)
-        try container.encode(lastError, forKey: .lastError)
-    }
-}
-
-extension StatusJSON.GivenUp {
-    private enum CodingKeys: String, CodingKey { case id, state, attempts, lastError, isLocalOnly }
-
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(id, forKey: .id)
-        try container.encode(state, forKey: .state)
-        try container.encode(attempts, forKey: .attempts)
-        try container.encode(lastError, forKey: .lastError)
-        try container.encode(isLocalOnly, forKey: .isLocalOnly)
-    }
-}
-
-extension StatusJSON.Entry {
-    private enum CodingKeys: String, CodingKey { case id, filename, state, size, contentAvailable, isLocalOnly }
-
-    func encode(to encoder: any Encoder) throws {
-        var container = encoder.container(keyedBy: CodingKeys.self)
-        try container.encode(id, forKey: .id)
-        try container.encode(filename, forKey: .filename)
-        try container.encode(state, forKey: .state)
-        try container.encode(size, forKey: .size)
-        try container.encode(contentAvailable, forKey: .contentAvailable)
-        try container.encode(isLocalOnly, forKey: .isLocalOnly)
-    }
+/// `value` as the CLI prints JSON: pretty-printed, keys sorted, dates in ISO 8601.
+func jsonDocument(_ value: some Encodable) throws -> String {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    encoder.dateEncodingStrategy = .iso8601
+    return String(decoding: try encoder.encode(value), as: UTF8.self)
 }

@@ -100,27 +100,12 @@ struct VerifyCommand: AsyncParsableCommand {
 struct VerifyJSON: Encodable {
     struct Finding: Encodable {
         var file: String
-        var attachmentId: String?
-        var state: String?
+        var attachmentId: Nullable<String>
+        var state: Nullable<String>
         var problem: String
-        var expected: String?
-        var actual: String?
+        var expected: Nullable<String>
+        var actual: Nullable<String>
         var remoteHasContent: Bool
-
-        func encode(to encoder: any Encoder) throws {
-            var container = encoder.container(keyedBy: CodingKeys.self)
-            try container.encode(file, forKey: .file)
-            try container.encode(attachmentId, forKey: .attachmentId)
-            try container.encode(state, forKey: .state)
-            try container.encode(problem, forKey: .problem)
-            try container.encode(expected, forKey: .expected)
-            try container.encode(actual, forKey: .actual)
-            try container.encode(remoteHasContent, forKey: .remoteHasContent)
-        }
-
-        private enum CodingKeys: String, CodingKey {
-            case file, attachmentId, state, problem, expected, actual, remoteHasContent
-        }
     }
 
     var checkedFiles: Int
@@ -141,14 +126,13 @@ struct VerifyJSON: Encodable {
                 case .wrongHash(let expected, let actual): ("wrongHash", expected, actual)
                 }
             return Finding(
-                file: finding.file, attachmentId: finding.attachmentId, state: finding.state?.description,
-                problem: problem, expected: expected, actual: actual, remoteHasContent: finding.remoteHasContent)
+                file: finding.file, attachmentId: Nullable(finding.attachmentId),
+                state: Nullable(finding.state?.description), problem: problem, expected: Nullable(expected),
+                actual: Nullable(actual), remoteHasContent: finding.remoteHasContent)
         }
     }
 
     func encoded() throws -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        return String(decoding: try encoder.encode(self), as: UTF8.self)
+        try jsonDocument(self)
     }
 }
