@@ -105,14 +105,7 @@ public final class LocalDatabase: Sendable {
         grdbConfiguration.label = "AttachmentSync.LocalDatabase"
         grdbConfiguration.busyMode = .timeout(configuration.busyTimeout)
         grdbConfiguration.maximumReaderCount = configuration.maximumReaderCount
-        let pool: DatabasePool
-        do {
-            pool = try DatabasePool(path: path, configuration: grdbConfiguration)
-        } catch {
-            var wrapped = LocalDatabaseError.wrapping(error) as? LocalDatabaseError
-            wrapped?.path = path
-            throw wrapped ?? error
-        }
+        let pool = try Self.opening(path) { try DatabasePool(path: path, configuration: grdbConfiguration) }
         try self.init(validatedWriter: pool, schema: schema, path: path, configuration: configuration)
     }
 
@@ -164,17 +157,21 @@ public final class LocalDatabase: Sendable {
         grdbConfiguration.label = "AttachmentSync.LocalDatabase.readOnly"
         grdbConfiguration.readonly = true
         grdbConfiguration.busyMode = .timeout(configuration.busyTimeout)
-        let queue: DatabaseQueue
+        let queue = try opening(path) { try DatabaseQueue(path: path, configuration: grdbConfiguration) }
+        return try LocalDatabase(
+            validatedWriter: queue, schema: Schema(tables: []), path: path, configuration: configuration,
+            applyingSchema: false)
+    }
+
+    /// Opens a GRDB connection to the file at `path`, its error made a ``LocalDatabaseError`` naming the path.
+    private static func opening<Writer>(_ path: String, _ open: () throws -> Writer) throws -> Writer {
         do {
-            queue = try DatabaseQueue(path: path, configuration: grdbConfiguration)
+            return try open()
         } catch {
             var wrapped = LocalDatabaseError.wrapping(error) as? LocalDatabaseError
             wrapped?.path = path
             throw wrapped ?? error
         }
-        return try LocalDatabase(
-            validatedWriter: queue, schema: Schema(tables: []), path: path, configuration: configuration,
-            applyingSchema: false)
     }
 
     private init(
