@@ -159,7 +159,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
     /// ``Configuration/storesContentHashes``).
     public static let contentHashPrefix = ".attachment-sync-sha256-"
 
-    private func url(named filename: String, attachment: Attachment) throws -> URL {
+    func url(named filename: String, attachment: Attachment) throws -> URL {
         guard !filename.isEmpty, filename != ".", filename != "..", !filename.contains("/"), !filename.contains("\\")
         else {
             throw AttachmentError(
@@ -343,7 +343,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
     }
 
     /// The SHA-256 kept beside the attachment's file, or `nil` when there is none (or it is not a SHA-256).
-    private func storedContentHash(of attachment: Attachment) async throws -> String? {
+    func storedContentHash(of attachment: Attachment) async throws -> String? {
         _ = try url(for: attachment)
         let name = Self.contentHashPrefix + attachment.filename
         let request = try await request(.GET, url: try url(named: name, attachment: attachment), attachment: attachment)
@@ -367,7 +367,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
 
     // MARK: - Requests
 
-    private func event(_ method: String, _ attachment: Attachment, object: String? = nil) -> RequestEvent {
+    func event(_ method: String, _ attachment: Attachment, object: String? = nil) -> RequestEvent {
         RequestEvent(operation: method, method: method, object: object ?? attachment.filename)
     }
 
@@ -377,7 +377,14 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
     }
 
     /// A request for `url` with the provider's headers.
-    private func request(_ method: HTTPMethod, url: URL, attachment: Attachment) async throws -> HTTPClientRequest {
+    func request(_ method: HTTPMethod, url: URL, attachment: Attachment) async throws -> HTTPClientRequest {
+        try await request(method, url: url, attachmentId: attachment.id, name: attachment.filename)
+    }
+
+    /// A request for `url` with the provider's headers; the id and name go into a failing provider's error.
+    func request(
+        _ method: HTTPMethod, url: URL, attachmentId: String?, name: String?
+    ) async throws -> HTTPClientRequest {
         let headers: [(name: String, value: String)]
         do {
             headers = try await configuration.headers()
@@ -387,8 +394,8 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
             throw CancellationError()
         } catch {
             throw AttachmentError(
-                code: .accessDenied, message: "the HTTP headers provider failed", attachmentId: attachment.id,
-                name: attachment.filename, underlying: error)
+                code: .accessDenied, message: "the HTTP headers provider failed", attachmentId: attachmentId,
+                name: name, underlying: error)
         }
         var request = HTTPClientRequest(url: url.absoluteString)
         request.method = method

@@ -27,6 +27,12 @@ import Foundation
 /// - ``Check/resumeAfterReplacement``: when ranged reads are supported, a download resumed after another
 ///   upload replaced the file never passes off a splice of the two versions: it ends as the new file, or it
 ///   reports the new file's SHA-256 so the queue rejects the splice.
+/// - ``Check/listing``: when the adapter is a ``ListableRemoteStorage``, uploaded files (one with spaces,
+///   uppercase and non-ASCII letters in its name) are listed under ``ListableRemoteStorage/storedName(forFilename:)``
+///   with their sizes, every page included, and nothing the adapter keeps for itself is; ``ListableRemoteStorage/fileInfo(attachment:)``
+///   reports each file's size (and its stored SHA-256 when it reports one) and `nil` for a missing file;
+///   ``ListableRemoteStorage/deleteListedFile(_:)`` deletes a file (twice is fine) so that it is neither
+///   listed nor downloadable. Skipped (passes) for other adapters.
 ///
 /// Every check uses filenames of its own, starting with ``Options/filenamePrefix``, and deletes its files
 /// when it ends, pass or fail. The adapter stays yours: create it before and shut it down after.
@@ -60,6 +66,8 @@ public struct RemoteStorageConformance: Sendable {
         case objectInfo
         /// A resumed download of a replaced file is never a silent splice.
         case resumeAfterReplacement
+        /// Listing, describing and deleting listed files (when the adapter is a ``ListableRemoteStorage``).
+        case listing
 
         /// The check's name, `roundTripEmpty` say.
         public var description: String { rawValue }
@@ -167,6 +175,7 @@ public struct RemoteStorageConformance: Sendable {
             try await context.concurrentTransfers(count: options.concurrentFiles, size: options.concurrentFileSize)
         case .objectInfo: try await context.objectInfo(requiringHash: options.requiresStoredHash)
         case .resumeAfterReplacement: try await context.resumeAfterReplacement(size: 256 * 1024)
+        case .listing: try await context.listing(requiringHash: options.requiresStoredHash)
         }
     }
 }
@@ -376,6 +385,95 @@ private final class Context: Sendable {
         throw fail(
             "a download resumed after the file was replaced left \(received.count) bytes that are not the new file, "
                 + "and reported no SHA-256 by which the queue could tell")
+    }
+
+    func listing(requiringHash: Bool) async throws {
+        guard let adapter = adapter as? any ListableRemoteStorage else { return }
+        let contents = [
+            ("plain.bin", Self.bytes(count: 3_000, seed: 11)),
+            ("Ünï Çode Photo.JPG", Self.bytes(count: 1_234, seed: 12)),
+            ("empty.txt", Data()),
+        ]
+        var files: [(Attachment, Data)] = []
+        for (name, content) in contents {
+            let file = attachment(name, contentHash: FileStreaming.sha256(content))
+            try await step("upload \(String(reflecting: file.filename))") {
+                try await adapter.uploadFile(data: content, attachment: file)
+            }
+            files.append((file, content))
+        }
+        var listed = try await step("list every page with allFiles()") { try await adapter.allFiles() }
+        if let own = listed.first(where: { $0.storedName.hasPrefix(".attachment-sync-") }) {
+            throw fail(
+                "the listing includes \(String(reflecting: own.storedName)), a file the adapter keeps for itself")
+        }
+        for (file, content) in files {
+            let name = try await step("storedName(forFilename:) of \(String(reflecting: file.filename))") {
+                try adapter.storedName(forFilename: file.filename)
+            }
+            let matches = listed.filter { $0.storedName.utf8.elementsEqual(name.utf8) }
+            guard matches.count == 1, let match = matches.first else {
+                throw fail(
+                    "the listing has \(matches.count) entries named \(String(reflecting: name)) for an uploaded file")
+            }
+            guard match.size == Int64(content.count) else {
+                throw fail("the listing gives \(String(reflecting: name)) \(match.size) bytes, not \(content.count)")
+            }
+            if let filename = match.filename, !filename.utf8.elementsEqual(file.filename.utf8) {
+                throw fail("the listing maps \(String(reflecting: name)) back to \(String(reflecting: filename))")
+            }
+            if let modified = match.lastModified, abs(modified.timeIntervalSinceNow) > 86_400 {
+                throw fail("the listing says \(String(reflecting: name)) was last written at \(modified)")
+            }
+            let info = try await step("fileInfo(attachment:) of \(String(reflecting: file.filename))") {
+                try await adapter.fileInfo(attachment: file)
+            }
+            guard let info else { throw fail("fileInfo(attachment:) says an uploaded file does not exist") }
+            if let size = info.size, size != Int64(content.count) {
+                throw fail("fileInfo(attachment:) reports \(size) bytes for a file of \(content.count)")
+            }
+            if let reported = info.sha256, reported.lowercased() != FileStreaming.sha256(content) {
+                throw fail(
+                    "fileInfo(attachment:) reports SHA-256 \(reported) for a file of \(FileStreaming.sha256(content))")
+            }
+            if requiringHash, info.sha256 == nil {
+                throw fail("fileInfo(attachment:) reports no SHA-256 for a file uploaded with one")
+            }
+        }
+        let missing = attachment("never-uploaded.bin")
+        if try await step(
+            "fileInfo(attachment:) of a missing file", { try await adapter.fileInfo(attachment: missing) })
+            != nil
+        {
+            throw fail("fileInfo(attachment:) describes a file that was never uploaded")
+        }
+        let (deleted, _) = files[1]
+        let name = try adapter.storedName(forFilename: deleted.filename)
+        guard let entry = listed.first(where: { $0.storedName.utf8.elementsEqual(name.utf8) }) else { return }
+        for attempt in ["delete", "delete again"] {
+            try await step("\(attempt) the listed file \(String(reflecting: name))") {
+                try await adapter.deleteListedFile(entry)
+            }
+        }
+        listed = try await step("list after deleting") { try await adapter.allFiles() }
+        if listed.contains(where: { $0.storedName.utf8.elementsEqual(name.utf8) }) {
+            throw fail("a file deleted with deleteListedFile(_:) is still listed")
+        }
+        for (file, _) in files where file.filename != deleted.filename {
+            let other = try adapter.storedName(forFilename: file.filename)
+            guard listed.contains(where: { $0.storedName.utf8.elementsEqual(other.utf8) }) else {
+                throw fail("deleting one listed file removed \(String(reflecting: other)) too")
+            }
+        }
+        if try await step(
+            "fileInfo(attachment:) of the deleted file", { try await adapter.fileInfo(attachment: deleted) })
+            != nil
+        {
+            throw fail("fileInfo(attachment:) describes a file deleted with deleteListedFile(_:)")
+        }
+        try await expectNotFound(deleted, what: "downloading a file deleted with deleteListedFile(_:)") {
+            _ = try await adapter.downloadFile(attachment: deleted)
+        }
     }
 
     // MARK: Helpers

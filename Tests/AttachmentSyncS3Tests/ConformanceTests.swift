@@ -96,6 +96,21 @@ struct ConformanceTests {
         #expect(missing?.message.contains("no SHA-256") == true)
     }
 
+    @Test("a listing that keeps deleted files, or lists the adapter's own files, fails the listing check")
+    func brokenListingIsCaught() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("listing-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        for flaw in [ForgetfulListingStorage.Flaw.deleteDoesNothing, .listsHashFiles] {
+            let storage = ForgetfulListingStorage(folder: FileSystemRemoteStorage(directory: folder), flaw: flaw)
+            let failure = await #expect(throws: RemoteStorageConformance.Failure.self) {
+                try await RemoteStorageConformance(adapter: storage).run([.listing])
+            }
+            #expect(failure?.check == .listing)
+            let expected = flaw == .deleteDoesNothing ? "is still listed" : "a file the adapter keeps for itself"
+            #expect(failure?.message.contains(expected) == true, "\(String(describing: failure))")
+        }
+    }
+
     @Test("an adapter whose missing files are not remoteNotFound fails the notFound check")
     func wrongNotFoundErrorIsCaught() async throws {
         let failure = await #expect(throws: RemoteStorageConformance.Failure.self) {
@@ -182,4 +197,49 @@ private struct VagueStorage: RemoteStorageAdapter {
     }
 
     func deleteFile(attachment: AttachmentSync.Attachment) async throws {}
+}
+
+/// A folder remote whose listing has one flaw: deleting a listed file does nothing, or the stored hashes are
+/// listed too.
+private struct ForgetfulListingStorage: ListableRemoteStorage {
+    enum Flaw { case deleteDoesNothing, listsHashFiles }
+
+    let folder: FileSystemRemoteStorage
+    let flaw: Flaw
+
+    func uploadFile(data: Data, attachment: AttachmentSync.Attachment) async throws {
+        try await folder.uploadFile(data: data, attachment: attachment)
+    }
+
+    func downloadFile(attachment: AttachmentSync.Attachment) async throws -> Data {
+        try await folder.downloadFile(attachment: attachment)
+    }
+
+    func deleteFile(attachment: AttachmentSync.Attachment) async throws {
+        try await folder.deleteFile(attachment: attachment)
+    }
+
+    func listFiles(after continuation: String?) async throws -> RemoteFileListing {
+        var listing = try await folder.listFiles(after: continuation)
+        if flaw == .listsHashFiles {
+            let names = try FileManager.default.contentsOfDirectory(atPath: folder.directory.path)
+            for name in names where name.hasPrefix(".attachment-sync-sha256-") {
+                listing.files.append(RemoteFile(storedName: name, size: 64))
+            }
+        }
+        return listing
+    }
+
+    func storedName(forFilename filename: String) throws -> String {
+        try folder.storedName(forFilename: filename)
+    }
+
+    func deleteListedFile(_ file: RemoteFile) async throws {
+        if flaw == .deleteDoesNothing { return }
+        try await folder.deleteListedFile(file)
+    }
+
+    func fileInfo(attachment: AttachmentSync.Attachment) async throws -> RemoteObjectInfo? {
+        try await folder.fileInfo(attachment: attachment)
+    }
 }

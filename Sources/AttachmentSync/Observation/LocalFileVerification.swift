@@ -80,12 +80,7 @@ public struct LocalFileVerification: Sendable {
         db: LocalDatabase, attachmentsDirectory: String, table: String = "attachments",
         subdirectories: [String] = [], progress: (@Sendable (_ checked: Int, _ total: Int) -> Void)? = nil
     ) async throws -> LocalFileVerification {
-        do {
-            try SqlIdentifier.validate(table, kind: "table")
-        } catch {
-            throw AttachmentError(
-                code: .invalidName, message: "\(String(reflecting: table)) cannot name a table: \(error)", name: table)
-        }
+        try AttachmentStore.validateTableName(table)
         let directory = URL(fileURLWithPath: attachmentsDirectory, isDirectory: true).standardizedFileURL
         let files = SystemFileOperations()
         guard files.infoFollowingLinks(atPath: directory.path)?.kind == .directory else {
@@ -96,11 +91,7 @@ public struct LocalFileVerification: Sendable {
         }
         // The listing comes before the read of the table: a file saved meanwhile is then claimed by its record.
         let names = try files.contentsOfDirectory(atPath: directory.path)
-        let store = AttachmentStore(table: table)
-        let records = try await db.readTransaction { tx in
-            try store.checkTable(in: tx)
-            return try store.records(in: tx)
-        }
+        let records = try await AttachmentStore.allRecords(of: db, table: table)
         var findings: [Finding] = []
         var checked = 0
         var hashed: Int64 = 0

@@ -144,6 +144,44 @@ package enum FileName {
         return head + "~" + sha256(of: text)
     }
 
+    /// The text ``safeName(_:keepingDots:)`` made `name` from, or `nil` when `name` is not one of its
+    /// results or was shortened (it ends in `~` and a hash, so the text cannot be recovered).
+    static func unescapedSafeName(_ name: String, keepingDots: Bool) -> String? {
+        var bytes: [UInt8] = []
+        var iterator = Array(name.utf8).makeIterator()
+        func hexValue(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+            default: nil
+            }
+        }
+        while let byte = iterator.next() {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"),
+                UInt8(ascii: "_"):
+                bytes.append(byte)
+            case UInt8(ascii: ".") where keepingDots:
+                bytes.append(byte)
+            case UInt8(ascii: "^"):
+                guard let letter = iterator.next(), (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(letter) else {
+                    return nil
+                }
+                bytes.append(letter - 32)
+            case UInt8(ascii: "%"):
+                guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
+                    return nil
+                }
+                bytes.append(high << 4 | low)
+            default:
+                return nil
+            }
+        }
+        guard let text = String(validating: bytes, as: UTF8.self), safeName(text, keepingDots: keepingDots) == name
+        else { return nil }
+        return text
+    }
+
     private static func sha256(of text: String) -> String {
         FileStreaming.sha256(Data(text.utf8))
     }

@@ -21,7 +21,7 @@ import Foundation
 public struct FileSystemRemoteStorage: RemoteStorageAdapter {
     /// The folder that holds the files.
     public let directory: URL
-    private let files = SystemFileOperations()
+    let files = SystemFileOperations()
 
     /// The prefix of the files that hold each file's SHA-256.
     static let hashPrefix = "\(FileName.temporaryPrefix)sha256-"
@@ -149,7 +149,7 @@ public struct FileSystemRemoteStorage: RemoteStorageAdapter {
         return source
     }
 
-    private func hashPath(forFileAt path: String) -> String {
+    func hashPath(forFileAt path: String) -> String {
         let url = URL(fileURLWithPath: path)
         return url.deletingLastPathComponent().appendingPathComponent(Self.hashPrefix + url.lastPathComponent).path
     }
@@ -172,7 +172,7 @@ public struct FileSystemRemoteStorage: RemoteStorageAdapter {
         }
     }
 
-    private func storedHash(of source: String) -> String? {
+    func storedHash(of source: String) -> String? {
         guard let data = FileManager.default.contents(atPath: hashPath(forFileAt: source)), data.count <= 128,
             let text = String(data: data, encoding: .utf8)?.trimmingCharacters(in: .whitespacesAndNewlines),
             FileStreaming.isSHA256(text)

@@ -12,6 +12,27 @@ struct AttachmentStore: Sendable {
 
     // MARK: Reads
 
+    /// Throws ``AttachmentError/Code-swift.struct/invalidName`` when `table` cannot name a table.
+    static func validateTableName(_ table: String) throws {
+        do {
+            try SqlIdentifier.validate(table, kind: "table")
+        } catch {
+            throw AttachmentError(
+                code: .invalidName, message: "\(String(reflecting: table)) cannot name a table: \(error)", name: table)
+        }
+    }
+
+    /// Every record of the table `table` in `db`, in one read transaction, for the tools that inspect a
+    /// database the queue is not running on.
+    static func allRecords(of db: LocalDatabase, table: String) async throws -> [AttachmentRecord] {
+        try validateTableName(table)
+        let store = AttachmentStore(table: table)
+        return try await db.readTransaction { tx in
+            try store.checkTable(in: tx)
+            return try store.records(in: tx)
+        }
+    }
+
     func record(id: String, in tx: SqlTransaction) throws -> AttachmentRecord? {
         try tx.getOptional(sql: "SELECT \(AttachmentRecord.columns) FROM \(table) WHERE id = ?", parameters: [id]) {
             try AttachmentRecord(cursor: $0)

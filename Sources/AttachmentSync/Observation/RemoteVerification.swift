@@ -1,0 +1,123 @@
+import Foundation
+
+/// Every attachment the remote should hold checked against what it holds: read-only, for tools (the
+/// `attachment-sync verify --remote` command) and for an app's own diagnostics.
+///
+/// A record whose content was uploaded or downloaded (``Attachment/hasSynced``) and that is not being
+/// deleted should have a remote file: it is checked for the file's presence, its size (when the record
+/// knows it) and the SHA-256 stored with it (when both the record and the remote know one). Nothing is
+/// downloaded: the remote describes each file (``ListableRemoteStorage/fileInfo(attachment:)``), a few at a
+/// time.
+///
+/// ```swift
+/// let db = try LocalDatabase.readOnly(path: "app.sqlite")
+/// let check = try await RemoteVerification.verify(db: db, remote: FileSystemRemoteStorage(directory: "/srv/att"))
+/// for finding in check.findings { print(finding.filename, finding.problem) }
+/// ```
+public struct RemoteVerification: Sendable {
+    /// What is wrong with one remote file.
+    public enum Problem: Sendable, Hashable, CustomStringConvertible {
+        /// The remote has no file for the record.
+        case missing
+        /// The remote file's size is not the record's.
+        case wrongSize(expected: Int64, actual: Int64)
+        /// The SHA-256 stored with the remote file (lowercase hex) is not the record's.
+        case wrongHash(expected: String, actual: String)
+
+        /// The problem in a few words, for people.
+        public var description: String {
+            switch self {
+            case .missing: "missing from remote storage"
+            case .wrongSize(let expected, let actual): "remote file is \(actual) bytes, the record says \(expected)"
+            case .wrongHash(let expected, let actual):
+                "remote file has SHA-256 \(actual), the record says \(expected)"
+            }
+        }
+    }
+
+    /// One record whose remote file disagrees with it.
+    public struct Finding: Sendable, Hashable {
+        /// The attachment.
+        public var attachmentId: String
+        /// The record's state.
+        public var state: AttachmentState
+        /// The attachment's filename (the remote file's name).
+        public var filename: String
+        /// What is wrong.
+        public var problem: Problem
+        /// Whether the record has a local file (it may be damaged too: see ``LocalFileVerification``).
+        public var hasLocalFile: Bool
+    }
+
+    /// How many records were checked against the remote.
+    public var checkedFiles: Int
+    /// What disagrees, by attachment id.
+    public var findings: [Finding]
+
+    /// Whether every checked record's remote file agrees with it.
+    public var isClean: Bool { findings.isEmpty }
+
+    /// How many remote files are described at once.
+    static let concurrency = 8
+
+    /// Checks the remote files of the records in the attachments table of `db`.
+    ///
+    /// - Parameters:
+    ///   - db: The app's database (``LocalDatabase/readOnly(path:configuration:)`` for a tool).
+    ///   - remote: The remote storage the app's queue uses.
+    ///   - table: The attachments table's name. The default is `attachments`.
+    ///   - progress: Called after each record with how many have been checked and how many there are. The
+    ///     default is `nil`.
+    /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/invalidConfiguration``
+    ///   for a missing table, ``AttachmentError/Code-swift.struct/invalidName`` for a bad table name;
+    ///   database errors, and what the remote throws (a file it cannot describe is an error, not a finding).
+    public static func verify(
+        db: LocalDatabase, remote: some ListableRemoteStorage, table: String = "attachments",
+        progress: (@Sendable (_ checked: Int, _ total: Int) -> Void)? = nil
+    ) async throws -> RemoteVerification {
+        let records = try await AttachmentStore.allRecords(of: db, table: table)
+            .filter { $0.hasSynced && $0.state != .queuedDelete }
+            .sorted { $0.id < $1.id }
+        let directory = URL(fileURLWithPath: "/", isDirectory: true)
+        var findings: [Finding] = []
+        var checked = 0
+        try await withThrowingTaskGroup(of: Finding?.self) { group in
+            var next = records.makeIterator()
+            func startNext() {
+                guard let record = next.next() else { return }
+                let attachment = record.attachment(in: directory)
+                group.addTask {
+                    let info = try await remote.fileInfo(attachment: attachment)
+                    let problem = Self.problem(record: record, info: info)
+                    return problem.map {
+                        Finding(
+                            attachmentId: record.id, state: record.state, filename: record.filename, problem: $0,
+                            hasLocalFile: record.localPath != nil)
+                    }
+                }
+            }
+            for _ in 0..<concurrency { startNext() }
+            while let finding = try await group.next() {
+                checked += 1
+                progress?(checked, records.count)
+                if let finding { findings.append(finding) }
+                startNext()
+            }
+        }
+        return RemoteVerification(
+            checkedFiles: checked, findings: findings.sorted { $0.attachmentId < $1.attachmentId })
+    }
+
+    static func problem(record: AttachmentRecord, info: RemoteObjectInfo?) -> Problem? {
+        guard let info else { return .missing }
+        if let expected = record.size, let actual = info.size, expected != actual {
+            return .wrongSize(expected: expected, actual: actual)
+        }
+        if let expected = record.contentHash?.lowercased(), FileStreaming.isSHA256(expected),
+            let actual = info.sha256?.lowercased(), expected != actual
+        {
+            return .wrongHash(expected: expected, actual: actual)
+        }
+        return nil
+    }
+}

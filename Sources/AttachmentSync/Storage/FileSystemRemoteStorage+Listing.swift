@@ -1,0 +1,68 @@
+import Foundation
+
+extension FileSystemRemoteStorage: ListableRemoteStorage {
+    /// How many files one page of ``listFiles(after:)`` holds.
+    static let listingPageSize = 1_000
+
+    /// The folder's files in the order of their names, 1,000 a page; the stored hashes and temporary files
+    /// beside them, subdirectories and anything but regular files are left out. A folder that does not exist
+    /// (nothing was ever uploaded) lists no files.
+    public func listFiles(after continuation: String?) async throws -> RemoteFileListing {
+        guard files.infoFollowingLinks(atPath: directory.path)?.kind == .directory else {
+            if files.info(atPath: directory.path) == nil { return RemoteFileListing(files: [], next: nil) }
+            throw AttachmentError(
+                code: .fileSystem, message: "the remote folder \(directory.path) is not a directory",
+                path: directory.path)
+        }
+        let names = try files.contentsOfDirectory(atPath: directory.path)
+            .filter { name in
+                !name.hasPrefix(FileName.temporaryPrefix)
+                    && continuation.map { $0.utf8.lexicographicallyPrecedes(name.utf8) } ?? true
+            }
+            .sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        var listed: [RemoteFile] = []
+        var last: String?
+        for name in names {
+            guard listed.count < Self.listingPageSize else { return RemoteFileListing(files: listed, next: last) }
+            last = name
+            let path = directory.appendingPathComponent(name).path
+            guard let info = files.info(atPath: path), info.kind == .regular else { continue }
+            listed.append(
+                RemoteFile(
+                    storedName: name, filename: FileName.unescapedSafeName(name, keepingDots: true), size: info.size,
+                    lastModified: Date(timeIntervalSince1970: info.modificationTime)))
+        }
+        return RemoteFileListing(files: listed, next: nil)
+    }
+
+    /// The name of the file that holds `filename` in the folder (see ``fileURL(for:)``).
+    public func storedName(forFilename filename: String) throws -> String {
+        try FileName.validate(filename, kind: "filename")
+        return FileName.safeName(filename, keepingDots: true)
+    }
+
+    /// Deletes the listed file and its stored SHA-256; succeeds when they do not exist.
+    ///
+    /// - Throws: ``AttachmentError/Code-swift.struct/invalidName`` for a stored name that is not one file
+    ///   name in the folder (a path, or one of the adapter's own files).
+    public func deleteListedFile(_ file: RemoteFile) async throws {
+        let name = file.storedName
+        guard !name.isEmpty, name != ".", name != "..", !name.contains("/"), !name.hasPrefix(FileName.temporaryPrefix)
+        else {
+            throw AttachmentError(
+                code: .invalidName,
+                message: "\(String(reflecting: name)) is not the name of a file the remote folder lists",
+                name: name)
+        }
+        let target = directory.appendingPathComponent(name).path
+        try files.removeFile(atPath: target)
+        try files.removeFile(atPath: hashPath(forFileAt: target))
+    }
+
+    /// The file's size and the SHA-256 stored beside it; `nil` when the folder has no such file.
+    public func fileInfo(attachment: Attachment) async throws -> RemoteObjectInfo? {
+        let path = try fileURL(for: attachment).path
+        guard let info = files.infoFollowingLinks(atPath: path), info.kind == .regular else { return nil }
+        return RemoteObjectInfo(size: info.size, sha256: storedHash(of: path))
+    }
+}

@@ -1,0 +1,106 @@
+import Foundation
+
+/// Remote storage that can say what it holds: list its files a page at a time, describe one file without
+/// downloading it, and delete a listed file by the name it is stored under.
+///
+/// The queue never needs it. Operating tools do: `attachment-sync verify --remote` checks records against
+/// the remote with ``fileInfo(attachment:)``, and `attachment-sync gc` lists the remote and deletes what no
+/// database refers to. ``FileSystemRemoteStorage`` conforms, and in `AttachmentSyncS3` the S3 adapter
+/// (`ListObjectsV2`, `HEAD`) and the HTTP adapter (WebDAV `PROPFIND`, `HEAD`) do.
+///
+/// Files an adapter keeps for itself (the stored SHA-256 beside a file, say) are never listed.
+///
+/// ```swift
+/// var after: String? = nil
+/// repeat {
+///     let page = try await remote.listFiles(after: after)
+///     for file in page.files { print(file.storedName, file.size) }
+///     after = page.next
+/// } while after != nil
+/// ```
+public protocol ListableRemoteStorage: RemoteStorageAdapter {
+    /// One page of the files the remote holds, in the order of their stored names.
+    ///
+    /// - Parameter continuation: `nil` for the first page, then the previous page's
+    ///   ``RemoteFileListing/next``.
+    func listFiles(after continuation: String?) async throws -> RemoteFileListing
+
+    /// The name a file called `filename` is (or would be) stored under, as ``RemoteFile/storedName`` lists
+    /// it; match records against a listing with it.
+    ///
+    /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/invalidName`` when the
+    ///   adapter cannot store a file of that name.
+    func storedName(forFilename filename: String) throws -> String
+
+    /// Deletes a listed file, and what the adapter keeps beside it; succeeds when it is gone already.
+    func deleteListedFile(_ file: RemoteFile) async throws
+
+    /// What the remote holds as the attachment's file, without downloading it: its size and the SHA-256
+    /// stored with it at upload (when there is one); `nil` when there is no such file.
+    func fileInfo(attachment: Attachment) async throws -> RemoteObjectInfo?
+}
+
+/// A file remote storage holds, as a listing reports it.
+public struct RemoteFile: Sendable, Hashable {
+    /// The name the file is stored under: what ``ListableRemoteStorage/storedName(forFilename:)`` returns for
+    /// the attachment filename it holds (the S3 key without the key prefix, the name in the folder).
+    public var storedName: String
+    /// The attachment filename the file holds, when the stored name says (`nil` when the adapter cannot map
+    /// it back, as for a shortened long name). The default is `nil`.
+    public var filename: String?
+    /// The file's size in bytes.
+    public var size: Int64
+    /// When the file was last written, when the remote says. The default is `nil`: unknown.
+    public var lastModified: Date?
+
+    /// Describes a listed file.
+    public init(storedName: String, filename: String? = nil, size: Int64, lastModified: Date? = nil) {
+        self.storedName = storedName
+        self.filename = filename
+        self.size = size
+        self.lastModified = lastModified
+    }
+}
+
+/// One page of a remote listing.
+public struct RemoteFileListing: Sendable, Hashable {
+    /// The page's files.
+    public var files: [RemoteFile]
+    /// What to pass to ``ListableRemoteStorage/listFiles(after:)`` for the next page; `nil` on the last.
+    public var next: String?
+
+    /// Creates a page.
+    public init(files: [RemoteFile], next: String?) {
+        self.files = files
+        self.next = next
+    }
+}
+
+extension ListableRemoteStorage {
+    /// Every file the remote holds, page after page, with a bound on the pages so a remote that keeps
+    /// returning a continuation cannot loop forever.
+    ///
+    /// - Parameter maximumPages: The most pages read. The default is 1,000,000.
+    /// - Throws: What ``listFiles(after:)`` throws; ``AttachmentError`` with code
+    ///   ``AttachmentError/Code-swift.struct/remoteFailure`` when a page repeats the continuation it was
+    ///   asked with, or the remote has more than `maximumPages` pages.
+    public func allFiles(maximumPages: Int = 1_000_000) async throws -> [RemoteFile] {
+        var files: [RemoteFile] = []
+        var continuation: String? = nil
+        for _ in 0..<maximumPages {
+            let page = try await listFiles(after: continuation)
+            files += page.files
+            guard let next = page.next else { return files }
+            guard next != continuation else {
+                throw AttachmentError(
+                    code: .remoteFailure,
+                    message: "\(type(of: self)) listed the same page again (continuation "
+                        + "\(String(reflecting: next))); stopped after \(files.count) files")
+            }
+            continuation = next
+        }
+        throw AttachmentError(
+            code: .remoteFailure,
+            message: "\(type(of: self)) has more than \(maximumPages) pages of files; stopped after \(files.count)")
+    }
+}
