@@ -32,6 +32,7 @@ public struct AttachmentError: Error, Sendable, CustomStringConvertible, Localiz
             case remoteFailure
             case unsupported
             case invalidState
+            case directoryInUse
         }
 
         private let value: Value
@@ -77,6 +78,11 @@ public struct AttachmentError: Error, Sendable, CustomStringConvertible, Localiz
         /// The attachment is not in a state that allows the operation (purging content that is not
         /// uploaded yet, say). The message names the state.
         public static let invalidState = Code(.invalidState)
+        /// Another process has a queue open on the same attachments directory (it holds the directory's
+        /// `flock`). Two would remove each other's files in progress, so this queue did not start;
+        /// ``AttachmentError/path`` holds the directory. Close the other queue (or stop the other process)
+        /// first.
+        public static let directoryInUse = Code(.directoryInUse)
 
         /// A readable name, for logs and test failures.
         public var description: String { value.rawValue }

@@ -74,6 +74,8 @@ public actor AttachmentQueue {
     /// The archive trim in progress: trims run one at a time, so `expireCache` returns only once every
     /// eviction it asked for has happened, files included.
     var archiveTrim: Task<Void, any Error>?
+    /// The attachments directory's lock, held from startup until ``close()`` (see ``DirectoryLock``).
+    var directoryLock: DirectoryLock?
     /// Downloads asked for and in flight, by attachment id.
     var sharedDownloads: [String: SharedDownload] = [:]
     var nextWaiterToken = 0
@@ -230,6 +232,12 @@ public actor AttachmentQueue {
         )
     }
 
+    /// A queue dropped without ``close()`` gives its directory's lock up (the process keeps it while another
+    /// queue on the directory holds it).
+    deinit {
+        directoryLock?.release()
+    }
+
     // MARK: - Lifecycle
 
     /// Waits for the queue's startup and rethrows its error.
@@ -331,6 +339,8 @@ public actor AttachmentQueue {
         for waiter in resume { waiter.resume() }
         for task in running { await task.value }
         if let archiveTrim { _ = await archiveTrim.result }
+        directoryLock?.release()
+        directoryLock = nil
         eventCenter.finish()
         logger.debug("queue closed")
     }

@@ -8,6 +8,10 @@ extension AttachmentQueue {
         try configuration.validate()
         try await checkTable()
         try await localStorage.makeDir(path: attachmentsDirectory.path)
+        // Before anything is removed: another process's queue on this directory would lose saves in progress.
+        if directoryLock == nil, localStorage.plainFileURL(filePath: attachmentsDirectory.path) != nil {
+            directoryLock = try DirectoryLock.acquire(directory: attachmentsDirectory)
+        }
         for subdirectory in configuration.subdirectories {
             try await localStorage.makeDir(path: localPath(subdirectory))
         }

@@ -1,0 +1,201 @@
+import ArgumentParser
+import AttachmentSync
+import Foundation
+
+/// `attachment-sync gc --remote REMOTE --db DB …`: remote files no database refers to, listed, and deleted
+/// only with `--apply` and only once older than the grace period.
+struct GCCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "gc",
+        abstract: "Find remote files that no database refers to, and delete them with --apply.",
+        discussion: """
+            Lists the remote storage REMOTE, then reads the attachments table of every database given with \
+            --db. A remote file that no record of any of them names (in any state, archived ones included) is \
+            unreferenced; it is deleted only when it was last written longer ago than the grace period (a \
+            file whose age the remote does not say is kept). Without --apply nothing is deleted: the files \
+            that would be are printed with their bytes.
+
+            The caveat: each device's attachments table knows the attachments that device has seen. A file \
+            uploaded by a device whose rows have not reached these databases yet looks unreferenced. Give the \
+            database of every device that may still need a file (or one that sees every row), and a grace \
+            period longer than any device stays offline with unsynced rows. A file deleted too early is lost \
+            for every device that had not downloaded it.
+
+            \(RemoteOptions.syntax)
+
+            Exit status: 0 when the remote was listed and the databases read (and, with --apply, every \
+            candidate deleted); 1 when a database, the table or the remote could not be read, or a delete \
+            failed (the files listed before it are deleted); 64 for bad arguments.
+            """
+    )
+
+    @OptionGroup var remoteOptions: RemoteOptions
+
+    @Option(
+        name: .customLong("db"),
+        help: ArgumentHelp("A database whose records keep their files (repeat for each device).", valueName: "db"))
+    var databases: [String] = []
+
+    @Option(help: "The attachments table's name in each database.")
+    var table = "attachments"
+
+    @Option(
+        help: ArgumentHelp(
+            "How old an unreferenced file must be to be deleted: a number and s, m, h or d (7d, 36h, 0s).",
+            valueName: "age"))
+    var grace = "7d"
+
+    @Flag(help: "Delete the files (without it, only print what would be deleted).")
+    var apply = false
+
+    @Flag(help: "Print JSON (stable keys, for scripts) instead of lines for people.")
+    var json = false
+
+    func validate() throws {
+        guard remoteOptions.remote != nil else { throw ValidationError("--remote is required.") }
+        guard !databases.isEmpty else {
+            throw ValidationError(
+                "give at least one --db: every remote file would look unreferenced without one.")
+        }
+        _ = try Self.parseGrace(grace)
+    }
+
+    func run() async throws {
+        let graceSeconds = try Self.parseGrace(grace)
+        let remote = try OpenedRemote.open(remoteOptions, command: "gc")
+        let plan: RemoteGarbageCollection
+        var deleted = 0
+        var opened: [LocalDatabase] = []
+        do {
+            for path in databases {
+                opened.append(try LocalDatabase.readOnly(path: path))
+            }
+            plan = try await RemoteGarbageCollection.plan(
+                remote: remote.storage, databases: opened, table: table, grace: .seconds(graceSeconds))
+            for db in opened { try await db.close() }
+            opened = []
+            if apply {
+                for file in plan.candidates {
+                    try await remote.storage.deleteListedFile(file)
+                    deleted += 1
+                }
+            }
+        } catch {
+            for db in opened { try? await db.close() }
+            await remote.shutdown()
+            FileHandle.standardError.write(
+                Data(
+                    ("attachment-sync gc: \(StatusCommand.describe(error))"
+                        + (deleted > 0 ? " (after deleting \(deleted) files)" : "") + "\n").utf8))
+            throw ExitCode(1)
+        }
+        await remote.shutdown()
+        if json {
+            print(try GCJSON(plan, remote: remote.description, applied: apply).encoded())
+        } else {
+            print(Self.text(plan, remote: remote.description, grace: grace, applied: apply))
+        }
+    }
+
+    /// `7d`, `36h`, `90m`, `0s` as seconds.
+    static func parseGrace(_ text: String) throws -> Int64 {
+        let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3_600, "d": 86_400]
+        guard let unit = text.last.flatMap({ units[$0] }), let value = Int64(text.dropLast()), value >= 0,
+            value <= Int64.max / unit
+        else {
+            throw ValidationError(
+                "--grace must be a whole number and a unit (s, m, h or d), like 7d or 36h, not \(String(reflecting: text))."
+            )
+        }
+        return value * unit
+    }
+
+    static func text(_ plan: RemoteGarbageCollection, remote: String, grace: String, applied: Bool) -> String {
+        let unreferenced = plan.candidates.count + plan.recent.count
+        var lines = [
+            "listed \(plan.listedFiles) file\(plan.listedFiles == 1 ? "" : "s") in \(remote): "
+                + "\(plan.referencedFiles) referenced, \(unreferenced) unreferenced"
+        ]
+        let bytes = DemoReport.bytes(Int(clamping: plan.candidateBytes))
+        if plan.candidates.isEmpty {
+            lines.append("nothing to delete: no unreferenced file is older than \(grace)")
+        } else {
+            let count = "\(plan.candidates.count) file\(plan.candidates.count == 1 ? "" : "s")"
+            lines.append(
+                (applied ? "deleted \(count) (\(bytes))" : "would delete \(count) (\(bytes))")
+                    + " last written more than \(grace) ago:")
+            for file in plan.candidates {
+                lines.append("  \(file.storedName)  \(Self.describe(file, now: plan.now))")
+            }
+        }
+        if !plan.recent.isEmpty {
+            lines.append(
+                "kept \(plan.recent.count) unreferenced file\(plan.recent.count == 1 ? "" : "s") "
+                    + "written within the last \(grace) (or of unknown age):")
+            for file in plan.recent.prefix(20) {
+                lines.append("  \(file.storedName)  \(Self.describe(file, now: plan.now))")
+            }
+            if plan.recent.count > 20 { lines.append("  … and \(plan.recent.count - 20) more") }
+        }
+        if !applied, !plan.candidates.isEmpty { lines.append("nothing was deleted: run again with --apply to delete") }
+        return lines.joined(separator: "\n")
+    }
+
+    static func describe(_ file: RemoteFile, now: Date) -> String {
+        let size = DemoReport.bytes(Int(clamping: file.size))
+        guard let modified = file.lastModified else { return "\(size), age unknown" }
+        return "\(size), written \(age(now.timeIntervalSince(modified))) ago"
+    }
+
+    /// A duration in its largest whole unit: `40 s`, `12 min`, `5 h`, `3 d`.
+    static func age(_ seconds: TimeInterval) -> String {
+        let whole: Int64 = seconds.isNaN || seconds <= 0 ? 0 : seconds >= 9e18 ? Int64.max : Int64(seconds)
+        switch whole {
+        case ..<120: return "\(whole) s"
+        case ..<7_200: return "\(whole / 60) min"
+        case ..<172_800: return "\(whole / 3_600) h"
+        default: return "\(whole / 86_400) d"
+        }
+    }
+}
+
+/// The `gc --json` document: add keys, never rename or remove one.
+struct GCJSON: Encodable {
+    struct File: Encodable {
+        var name: String
+        var filename: Nullable<String>
+        var size: Int64
+        var lastModified: Nullable<String>
+    }
+
+    var remote: String
+    var applied: Bool
+    var graceSeconds: Int64
+    var listedFiles: Int
+    var referencedFiles: Int
+    var candidateBytes: Int64
+    /// Deleted with --apply, else what would be.
+    var candidates: [File]
+    var recent: [File]
+
+    init(_ plan: RemoteGarbageCollection, remote: String, applied: Bool) {
+        self.remote = remote
+        self.applied = applied
+        graceSeconds = plan.grace.components.seconds
+        listedFiles = plan.listedFiles
+        referencedFiles = plan.referencedFiles
+        candidateBytes = plan.candidateBytes
+        let formatter = ISO8601DateFormatter()
+        func file(_ file: RemoteFile) -> File {
+            File(
+                name: file.storedName, filename: Nullable(file.filename), size: file.size,
+                lastModified: Nullable(file.lastModified.map { formatter.string(from: $0) }))
+        }
+        candidates = plan.candidates.map(file)
+        recent = plan.recent.map(file)
+    }
+
+    func encoded() throws -> String {
+        try jsonDocument(self)
+    }
+}
