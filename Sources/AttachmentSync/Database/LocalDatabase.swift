@@ -146,13 +146,7 @@ public final class LocalDatabase: Sendable {
     /// - Throws: ``LocalDatabaseError`` with code ``LocalDatabaseError/Code-swift.struct/invalidPath`` when
     ///   no file is at `path`, ``LocalDatabaseError/Code-swift.struct/sqlError`` when SQLite cannot open it.
     public static func readOnly(path: String, configuration: Configuration = Configuration()) throws -> LocalDatabase {
-        var isDirectory: ObjCBool = false
-        guard !path.isEmpty, FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory),
-            !isDirectory.boolValue
-        else {
-            throw LocalDatabaseError(
-                code: .invalidPath, message: "no database file at \(String(reflecting: path))", path: path)
-        }
+        try requireFile(path)
         var grdbConfiguration = GRDB.Configuration()
         grdbConfiguration.label = "AttachmentSync.LocalDatabase.readOnly"
         grdbConfiguration.readonly = true
@@ -161,6 +155,35 @@ public final class LocalDatabase: Sendable {
         return try LocalDatabase(
             validatedWriter: queue, schema: Schema(tables: []), path: path, configuration: configuration,
             applyingSchema: false)
+    }
+
+    /// Opens the existing database file at `path` for reading and writing, without applying a schema: for
+    /// tools that change an app's attachments through a queue (`attachment-sync verify --repair`) and must
+    /// leave every table as the app made it.
+    ///
+    /// - Throws: ``LocalDatabaseError`` with code ``LocalDatabaseError/Code-swift.struct/invalidPath`` when
+    ///   no file is at `path`, ``LocalDatabaseError/Code-swift.struct/sqlError`` when SQLite cannot open it.
+    public static func existing(path: String, configuration: Configuration = Configuration()) throws -> LocalDatabase {
+        try requireFile(path)
+        var grdbConfiguration = GRDB.Configuration()
+        grdbConfiguration.label = "AttachmentSync.LocalDatabase.existing"
+        grdbConfiguration.busyMode = .timeout(configuration.busyTimeout)
+        grdbConfiguration.maximumReaderCount = configuration.maximumReaderCount
+        let pool = try opening(path) { try DatabasePool(path: path, configuration: grdbConfiguration) }
+        return try LocalDatabase(
+            validatedWriter: pool, schema: Schema(tables: []), path: path, configuration: configuration,
+            applyingSchema: false)
+    }
+
+    /// Throws ``LocalDatabaseError/Code-swift.struct/invalidPath`` unless a file (not a folder) is at `path`.
+    private static func requireFile(_ path: String) throws {
+        var isDirectory: ObjCBool = false
+        guard !path.isEmpty, FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory),
+            !isDirectory.boolValue
+        else {
+            throw LocalDatabaseError(
+                code: .invalidPath, message: "no database file at \(String(reflecting: path))", path: path)
+        }
     }
 
     /// Opens a GRDB connection to the file at `path`, its error made a ``LocalDatabaseError`` naming the path.

@@ -47,6 +47,11 @@ public struct RemoteVerification: Sendable {
         public var problem: Problem
         /// Whether the record has a local file (it may be damaged too: see ``LocalFileVerification``).
         public var hasLocalFile: Bool
+        /// The SHA-256 stored with the remote file, when it has one: a hash other than the record's means
+        /// another upload under the same name (a conflict), not damage.
+        public var remoteSHA256: String?
+        /// The SHA-256 the record has for the content (lowercase hex), when it has one.
+        public var recordSHA256: String?
     }
 
     /// How many records were checked against the remote.
@@ -92,7 +97,8 @@ public struct RemoteVerification: Sendable {
                     return problem.map {
                         Finding(
                             attachmentId: record.id, state: record.state, filename: record.filename, problem: $0,
-                            hasLocalFile: record.localPath != nil)
+                            hasLocalFile: record.localPath != nil, remoteSHA256: info?.sha256?.lowercased(),
+                            recordSHA256: record.contentHash?.lowercased())
                     }
                 }
             }

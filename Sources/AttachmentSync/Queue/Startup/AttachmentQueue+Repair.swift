@@ -13,6 +13,20 @@ public struct LocalFileRepair: Sendable {
     public var leftAlone: [LocalFileVerification.Finding]
 }
 
+/// What ``AttachmentQueue/repairRemoteFiles()`` found and did.
+public struct RemoteFileRepair: Sendable {
+    /// Every record whose remote file disagreed when the remote was checked (see ``RemoteVerification``).
+    public var verification: RemoteVerification
+    /// The attachments queued to upload again from their intact local files
+    /// (``AttachmentState/queuedUpload``, no longer counted as uploaded).
+    public var reuploading: [String]
+    /// Findings left as they are: remote files stored with another SHA-256 (another upload under the same
+    /// name: a conflict, not damage, so never replaced), no intact local copy on this device (another device
+    /// may still have one), archived attachments, and attachments that changed or were being transferred
+    /// meanwhile.
+    public var leftAlone: [RemoteVerification.Finding]
+}
+
 extension AttachmentQueue {
     /// Checks every attachment's local file against its record (see
     /// ``LocalFileVerification/verify(db:attachmentsDirectory:table:subdirectories:progress:)``) and lets go of
@@ -55,6 +69,80 @@ extension AttachmentQueue {
             if !refetched.isEmpty { trigger() }
             return LocalFileRepair(verification: verification, refetched: refetched, leftAlone: leftAlone)
         }
+    }
+
+    /// Checks every uploaded attachment's remote file against its record (see
+    /// ``RemoteVerification/verify(db:remote:table:progress:)``) and uploads again, from the local file, what
+    /// the remote lost or holds wrong bytes for.
+    ///
+    /// Only a synced attachment whose remote file is missing or damaged (not stored with another SHA-256:
+    /// that is another upload under the same name, and is never replaced) and whose local file is intact (its
+    /// size and SHA-256 are the record's) is queued again: it goes back to ``AttachmentState/queuedUpload`` and counts as not uploaded (so the cache never
+    /// evicts it) until the upload this call triggers succeeds. Everything else is reported, never changed.
+    /// Safe while syncing: each change is conditional on the record being as it was checked, and attachments
+    /// being transferred are skipped.
+    ///
+    /// ```swift
+    /// let repair = try await queue.repairRemoteFiles()
+    /// for finding in repair.leftAlone where !finding.hasLocalFile { reportLost(finding.attachmentId) }
+    /// ```
+    ///
+    /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/unsupported`` when the
+    ///   remote storage adapter is not a ``ListableRemoteStorage``; what the remote throws; database and file
+    ///   system errors; ``AttachmentError/Code-swift.struct/closed`` after ``close()``.
+    @discardableResult
+    public func repairRemoteFiles() async throws -> RemoteFileRepair {
+        guard let remote = remoteStorage as? any ListableRemoteStorage else {
+            throw AttachmentError(
+                code: .unsupported,
+                message: "\(type(of: remoteStorage)) cannot describe its files (it is not a ListableRemoteStorage), "
+                    + "so the remote cannot be checked")
+        }
+        return try await operation {
+            let verification = try await RemoteVerification.verify(
+                db: db, remote: remote, table: configuration.attachmentsQueueTableName)
+            var reuploading: [String] = []
+            var leftAlone: [RemoteVerification.Finding] = []
+            for finding in verification.findings {
+                let otherUpload = finding.remoteSHA256 != nil && finding.remoteSHA256 != finding.recordSHA256
+                guard !otherUpload, finding.state == .synced, finding.hasLocalFile,
+                    machine.mayStartOnRequest(finding.attachmentId),
+                    try await requeueUpload(id: finding.attachmentId)
+                else {
+                    leftAlone.append(finding)
+                    continue
+                }
+                reuploading.append(finding.attachmentId)
+                logger.warning(
+                    "remote storage lost or changed an attachment's file; it will be uploaded again",
+                    metadata: ["attachment": "\(finding.attachmentId)", "problem": "\(finding.problem)"])
+            }
+            if !reuploading.isEmpty { trigger() }
+            return RemoteFileRepair(verification: verification, reuploading: reuploading, leftAlone: leftAlone)
+        }
+    }
+
+    /// Queues the synced attachment `id` to upload again when its local file is intact; `false` when it is
+    /// not (or the record changed meanwhile).
+    private func requeueUpload(id: String) async throws -> Bool {
+        let store = store
+        guard let record = try await db.readTransaction({ tx in try store.record(id: id, in: tx) }),
+            record.state == .synced, let relative = record.localPath
+        else { return false }
+        let path = localPath(relative)
+        guard files.infoFollowingLinks(atPath: path)?.kind == .regular else { return false }
+        let digest = try await files.digest(ofFileAt: path)
+        if let size = record.size, size != digest.size { return false }
+        if let hash = record.contentHash?.lowercased(), hash != digest.sha256 { return false }
+        let timestamp = timestamps.next()
+        let requeued = try await db.writeTransaction { tx -> Bool in
+            guard let current = try store.record(id: id, in: tx), current.localPath == relative else { return false }
+            return try store.transition(
+                id: id, from: .synced, to: .queuedUpload, timestamp: timestamp,
+                set: AttachmentQueue.retryStateCleared + [("has_synced", false), ("given_up", nil)], in: tx)
+        }
+        if requeued { machine.noteChanged(id) }
+        return requeued
     }
 
     /// The record of `id` lets go of its file `relative` (if it still claims it and its content was uploaded
