@@ -8,24 +8,36 @@ import Foundation
     import Darwin
 #endif
 
-/// `attachment-sync verify DB --dir ATTACHMENTS`: every attachment's local file against its record.
+/// `attachment-sync verify DB --dir ATTACHMENTS [--remote REMOTE] [--repair]`: every attachment's local file
+/// (and remote file) against its record, and with `--repair` what can be fixed fixed through the queue.
 struct VerifyCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
-        abstract: "Check every attachment's local file against its record, and find files no record claims.",
+        abstract: "Check every attachment's files against its record; --repair fixes what can be fixed.",
         discussion: """
             Reads the attachments table of the SQLite database DB and checks the attachments directory \
             ATTACHMENTS against it: each file a record claims must be there, with the record's size and, \
             when the record knows it, its SHA-256 (the file is read in full). Files in the directory that no \
             record claims are listed too (the queue's own temporary files and subdirectories are not).
 
-            Each finding says whether the remote holds the content (it can be fetched again) or the file was \
-            the only copy. Nothing is changed: the database is opened read-only, so it is safe to run while \
-            the app runs. The queue repairs what it can when it next starts (a synced file that is missing is \
-            downloaded again; an orphan it made is removed).
+            With --remote, every attachment that was uploaded or downloaded is also checked against the \
+            remote file: it must exist, with the record's size and, when the remote stored one, its SHA-256 \
+            (nothing is downloaded).
 
-            Exit status: 0 when every file agrees; 2 when something disagrees (listed on standard output); \
-            1 when the database, the table or the directory could not be read; 64 for bad arguments.
+            Without --repair nothing is changed: the database is opened read-only, so it is safe to run while \
+            the app runs. With --repair (which needs --remote) the tool runs the app's attachment queue once, \
+            so the app must be stopped (the queue refuses to start while another process has one open on \
+            ATTACHMENTS): a damaged or missing local file whose content the remote holds is fetched again and \
+            checked; a file the remote lost or holds damaged is uploaded again from an intact local file; \
+            leftover files the queue made are removed. It never deletes an only copy, a file it did not make, \
+            or a remote file stored with another SHA-256 (another device's upload under the same name): \
+            those are listed. Transfers the app had queued run too. Then everything is checked again.
+
+            \(RemoteOptions.syntax)
+
+            Exit status: 0 when every file agrees (after the repair, with --repair); 2 when something \
+            disagrees (listed on standard output); 1 when the database, the table, the directory or the \
+            remote could not be read, or the queue could not start; 64 for bad arguments.
             """
     )
 
@@ -38,46 +50,161 @@ struct VerifyCommand: AsyncParsableCommand {
     @Option(help: "The attachments table's name.")
     var table = "attachments"
 
+    @OptionGroup var remoteOptions: RemoteOptions
+
+    @Flag(help: "Fix what can be fixed through the app's queue (needs --remote; stop the app first).")
+    var repair = false
+
     @Flag(help: "Print JSON (stable keys, for scripts) instead of lines for people.")
     var json = false
 
+    func validate() throws {
+        if repair, remoteOptions.remote == nil {
+            throw ValidationError("--repair needs --remote: fixing files means fetching or uploading them.")
+        }
+    }
+
     func run() async throws {
-        let verification: LocalFileVerification
+        let remote = try remoteOptions.remote.map { _ in try OpenedRemote.open(remoteOptions, command: "verify") }
         let interactive = isatty(STDERR_FILENO) == 1 && !json
+        var repaired: Repaired?
+        let check: Check
         do {
-            let db = try LocalDatabase.readOnly(path: database)
-            do {
-                verification = try await LocalFileVerification.verify(
-                    db: db, attachmentsDirectory: dir, table: table,
-                    progress: interactive ? Self.showProgress : nil)
-                try await db.close()
-            } catch {
-                try? await db.close()
-                throw error
+            if repair, let remote {
+                repaired = try await runRepair(remote)
             }
+            check = try await Self.check(
+                database: database, directory: dir, table: table, remote: remote, interactive: interactive)
         } catch {
+            await remote?.shutdown()
             if interactive { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
-            FileHandle.standardError.write(Data("attachment-sync verify: \(StatusCommand.describe(error))\n".utf8))
+            FileHandle.standardError.write(
+                Data("attachment-sync verify: \(Self.describe(error, directory: dir))\n".utf8))
             throw ExitCode(1)
         }
+        await remote?.shutdown()
         if interactive { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
         if json {
-            print(try VerifyJSON(verification).encoded())
+            print(try VerifyJSON(check.local, remote: check.remote, repaired: repaired).encoded())
         } else {
-            print(Self.text(verification))
+            var sections: [String] = []
+            if let repaired { sections.append(Self.text(repaired)) }
+            sections.append(Self.text(check.local, after: repaired != nil))
+            if let remoteCheck = check.remote { sections.append(Self.text(remoteCheck, after: repaired != nil)) }
+            print(sections.joined(separator: "\n"))
         }
-        if !verification.isClean { throw ExitCode(2) }
+        if !check.isClean { throw ExitCode(2) }
     }
 
-    /// A progress line on standard error, redrawn every 100 files and at the end.
-    @Sendable static func showProgress(_ checked: Int, _ total: Int) {
+    /// The local files (and the remote files, with a remote) checked, read-only.
+    struct Check {
+        var local: LocalFileVerification
+        var remote: RemoteVerification?
+        var isClean: Bool { local.isClean && (remote?.isClean ?? true) }
+    }
+
+    static func check(
+        database: String, directory: String, table: String, remote: OpenedRemote?, interactive: Bool
+    ) async throws -> Check {
+        typealias Progress = @Sendable (Int, Int) -> Void
+        var localProgress: Progress?
+        var remoteProgress: Progress?
+        if interactive {
+            localProgress = { @Sendable checked, total in showProgress(checked, total, "files") }
+            remoteProgress = { @Sendable checked, total in showProgress(checked, total, "remote files") }
+        }
+        let db = try LocalDatabase.readOnly(path: database)
+        do {
+            let local = try await LocalFileVerification.verify(
+                db: db, attachmentsDirectory: directory, table: table, progress: localProgress)
+            var remoteCheck: RemoteVerification?
+            if let remote {
+                remoteCheck = try await RemoteVerification.verify(
+                    db: db, remote: remote.storage, table: table, progress: remoteProgress)
+            }
+            try await db.close()
+            return Check(local: local, remote: remoteCheck)
+        } catch {
+            try? await db.close()
+            throw error
+        }
+    }
+
+    /// What `--repair` did.
+    struct Repaired {
+        var local: LocalFileRepair
+        var remote: RemoteFileRepair
+    }
+
+    /// Runs the app's queue on the database once: its startup, both repairs, and one pass of transfers.
+    func runRepair(_ remote: OpenedRemote) async throws -> Repaired {
+        let db = try LocalDatabase.existing(path: database)
+        var configuration = AttachmentQueue.Configuration(attachmentsDirectory: dir)
+        configuration.attachmentsQueueTableName = table
+        configuration.syncInterval = .zero
+        let queue = AttachmentQueue(db: db, remoteStorage: remote.storage, configuration: configuration)
+        do {
+            let local = try await queue.repairLocalFiles()
+            let remoteRepair = try await queue.repairRemoteFiles()
+            try await queue.syncNow()
+            await queue.close()
+            try await db.close()
+            return Repaired(local: local, remote: remoteRepair)
+        } catch {
+            await queue.close()
+            try? await db.close()
+            throw error
+        }
+    }
+
+    /// A progress line on standard error, redrawn every 100 items and at the end.
+    @Sendable static func showProgress(_ checked: Int, _ total: Int, _ what: String) {
         guard checked % 100 == 0 || checked == total else { return }
-        FileHandle.standardError.write(Data("\rchecked \(checked) of \(total) files".utf8))
+        FileHandle.standardError.write(Data("\rchecked \(checked) of \(total) \(what)".utf8))
     }
 
-    static func text(_ verification: LocalFileVerification) -> String {
+    static func describe(_ error: any Error, directory: String) -> String {
+        if let error = error as? AttachmentError, error.code == .directoryInUse {
+            return "the app (or another process) has an attachment queue open on \(directory): stop it, then run "
+                + "verify --repair again; nothing was changed"
+        }
+        return StatusCommand.describe(error)
+    }
+
+    static func text(_ repaired: Repaired) -> String {
+        func list(_ ids: [String]) -> String {
+            ids.prefix(10).joined(separator: ", ") + (ids.count > 10 ? " and \(ids.count - 10) more" : "")
+        }
+        var lines: [String] = []
+        if !repaired.local.refetched.isEmpty {
+            lines.append(
+                "repaired: fetched \(repaired.local.refetched.count) damaged or missing local file(s) again: "
+                    + list(repaired.local.refetched))
+        }
+        if !repaired.remote.reuploading.isEmpty {
+            lines.append(
+                "repaired: uploaded \(repaired.remote.reuploading.count) file(s) remote storage had lost or "
+                    + "damaged: " + list(repaired.remote.reuploading))
+        }
+        if lines.isEmpty { lines.append("repaired: nothing needed fixing that could be fixed") }
+        for finding in repaired.remote.leftAlone {
+            let reason =
+                if let other = finding.remoteSHA256, other != finding.recordSHA256 {
+                    "another upload (SHA-256 \(other)) is stored under its name; kept, not replaced"
+                } else if !finding.hasLocalFile {
+                    "no local copy here to upload again; another device may have one"
+                } else {
+                    "its local file is not intact (see below), so it was not uploaded"
+                }
+            lines.append("  left alone: \(finding.filename) (attachment \(finding.attachmentId)): \(reason)")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    static func text(_ verification: LocalFileVerification, after repair: Bool = false) -> String {
         var lines = [
-            "checked \(verification.checkedFiles) file\(verification.checkedFiles == 1 ? "" : "s") "
+            (repair ? "after the repair, checked " : "checked ")
+                + "\(verification.checkedFiles) file\(verification.checkedFiles == 1 ? "" : "s") "
                 + "(\(DemoReport.bytes(Int(verification.bytesHashed))) hashed): "
                 + (verification.isClean
                     ? "all agree with their records"
@@ -91,6 +218,23 @@ struct VerifyCommand: AsyncParsableCommand {
                 line += finding.remoteHasContent ? "; remote storage has it" : "; this was the only copy"
             }
             lines.append(line)
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    static func text(_ verification: RemoteVerification, after repair: Bool = false) -> String {
+        var lines = [
+            (repair ? "after the repair, checked " : "checked ")
+                + "\(verification.checkedFiles) remote file\(verification.checkedFiles == 1 ? "" : "s"): "
+                + (verification.isClean
+                    ? "all agree with their records"
+                    : "\(verification.findings.count) disagree\(verification.findings.count == 1 ? "s" : "")")
+        ]
+        for finding in verification.findings {
+            lines.append(
+                "  remote \(finding.filename): \(finding.problem), attachment \(finding.attachmentId) "
+                    + "(\(StatusTable.name(finding.state)))"
+                    + (finding.hasLocalFile ? "; this device has a local file" : "; no local file here"))
         }
         return lines.joined(separator: "\n")
     }
@@ -108,15 +252,46 @@ struct VerifyJSON: Encodable {
         var remoteHasContent: Bool
     }
 
+    struct RemoteFinding: Encodable {
+        var filename: String
+        var attachmentId: String
+        var state: String
+        var problem: String
+        var expected: Nullable<String>
+        var actual: Nullable<String>
+        var hasLocalFile: Bool
+        var remoteSHA256: Nullable<String>
+    }
+
+    struct Remote: Encodable {
+        var checkedFiles: Int
+        var clean: Bool
+        var findings: [RemoteFinding]
+    }
+
+    struct Repair: Encodable {
+        var refetched: [String]
+        var reuploaded: [String]
+        var leftAlone: [String]
+    }
+
     var checkedFiles: Int
     var bytesHashed: Int64
+    /// Local and (with --remote) remote files all agree.
     var clean: Bool
     var findings: [Finding]
+    /// `null` without --remote.
+    var remote: Nullable<Remote>
+    /// `null` without --repair; the other keys describe the files after it.
+    var repair: Nullable<Repair>
 
-    init(_ verification: LocalFileVerification) {
+    init(
+        _ verification: LocalFileVerification, remote: RemoteVerification? = nil,
+        repaired: VerifyCommand.Repaired? = nil
+    ) {
         checkedFiles = verification.checkedFiles
         bytesHashed = verification.bytesHashed
-        clean = verification.isClean
+        clean = verification.isClean && (remote?.isClean ?? true)
         findings = verification.findings.map { finding in
             let (problem, expected, actual): (String, String?, String?) =
                 switch finding.problem {
@@ -130,6 +305,31 @@ struct VerifyJSON: Encodable {
                 state: Nullable(finding.state?.description), problem: problem, expected: Nullable(expected),
                 actual: Nullable(actual), remoteHasContent: finding.remoteHasContent)
         }
+        self.remote = Nullable(
+            remote.map { remote in
+                Remote(
+                    checkedFiles: remote.checkedFiles, clean: remote.isClean,
+                    findings: remote.findings.map { finding in
+                        let (problem, expected, actual): (String, String?, String?) =
+                            switch finding.problem {
+                            case .missing: ("missing", nil, nil)
+                            case .wrongSize(let expected, let actual): ("wrongSize", "\(expected)", "\(actual)")
+                            case .wrongHash(let expected, let actual): ("wrongHash", expected, actual)
+                            }
+                        return RemoteFinding(
+                            filename: finding.filename, attachmentId: finding.attachmentId,
+                            state: finding.state.description, problem: problem, expected: Nullable(expected),
+                            actual: Nullable(actual), hasLocalFile: finding.hasLocalFile,
+                            remoteSHA256: Nullable(finding.remoteSHA256))
+                    })
+            })
+        repair = Nullable(
+            repaired.map { repaired in
+                Repair(
+                    refetched: repaired.local.refetched.sorted(), reuploaded: repaired.remote.reuploading.sorted(),
+                    leftAlone: (repaired.local.leftAlone.compactMap(\.attachmentId)
+                        + repaired.remote.leftAlone.map(\.attachmentId)).sorted())
+            })
     }
 
     func encoded() throws -> String {

@@ -71,6 +71,88 @@ struct VerifyCommandTests {
         _ = saved
     }
 
+    @Test("--remote finds what the remote lost; --repair fetches, uploads again and leaves only copies alone")
+    func repairsThroughTheQueue() async throws {
+        let remoteFolder = try TemporaryDirectory()
+        let remotePath = remoteFolder.path("remote")
+        let remote = FileSystemRemoteStorage(directory: remotePath)
+        let device = try QueueHarness(remote: remote)
+        var contents: [String: Data] = [:]
+        for (index, id) in ["corrupt", "lostRemote", "fine"].enumerated() {
+            contents[id] = Data(testBytes(1_500 + index * 100))
+            _ = try await device.queue.saveFile(data: contents[id]!, mediaType: nil, fileExtension: "bin", id: id)
+        }
+        try await device.queue.syncNow()
+        await device.queue.close()
+        let db = device.folder.path("app.sqlite")
+        let attachments = device.folder.path("attachments")
+        func remoteFile(_ id: String) throws -> String {
+            try remote.fileURL(for: Attachment(id: id, filename: "\(id).bin", state: .synced)).path
+        }
+        var bytes = contents["corrupt"]!
+        bytes[7] ^= 0x40
+        try bytes.write(to: URL(fileURLWithPath: attachments + "/corrupt.bin"))
+        try FileManager.default.removeItem(atPath: try remoteFile("lostRemote"))
+        let tool = try CommandLineTool.locate()
+
+        let found = try await tool.run(["verify", db, "--dir", attachments, "--remote", remotePath])
+        #expect(found.status == 2, "stderr: \(found.standardError)")
+        #expect(found.standardOutput.contains("corrupt.bin: SHA-256 "))
+        #expect(found.standardOutput.contains("checked 3 remote files: 1 disagrees"))
+        #expect(found.standardOutput.contains("remote lostRemote.bin: missing from remote storage"))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: attachments + "/corrupt.bin")) == bytes, "read-only")
+
+        let repaired = try await tool.run(["verify", db, "--dir", attachments, "--remote", remotePath, "--repair"])
+        #expect(repaired.status == 0, "stdout: \(repaired.standardOutput) stderr: \(repaired.standardError)")
+        #expect(repaired.standardOutput.contains("fetched 1 damaged or missing local file(s) again: corrupt"))
+        #expect(repaired.standardOutput.contains("uploaded 1 file(s) remote storage had lost or damaged: lostRemote"))
+        #expect(repaired.standardOutput.contains("after the repair, checked 3 files"))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: attachments + "/corrupt.bin")) == contents["corrupt"])
+        #expect(FileManager.default.contents(atPath: try remoteFile("lostRemote")) == contents["lostRemote"])
+
+        let json = try await tool.run(["verify", db, "--dir", attachments, "--remote", remotePath, "--json"])
+        #expect(json.status == 0)
+        let document = try #require(
+            try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any])
+        #expect(document["clean"] as? Bool == true)
+        let remoteSection = try #require(document["remote"] as? [String: Any])
+        #expect(remoteSection["checkedFiles"] as? Int == 3)
+        #expect(document["repair"] is NSNull)
+
+        let noRemote = try await tool.run(["verify", db, "--dir", attachments, "--repair"])
+        #expect(noRemote.status == 64)
+        #expect(noRemote.standardError.contains("--repair needs --remote"))
+    }
+
+    @Test("--repair refuses while the app has its queue open, and changes nothing")
+    func repairWaitsForTheApp() async throws {
+        let remoteFolder = try TemporaryDirectory()
+        let remote = FileSystemRemoteStorage(directory: remoteFolder.path("remote"))
+        let app = try QueueHarness(remote: remote)
+        let saved = try await app.queue.saveFile(data: testBytes(900), mediaType: nil, fileExtension: "bin", id: "a")
+        try await app.queue.syncNow()
+        try FileManager.default.removeItem(atPath: try #require(saved.localUri))
+        let db = app.folder.path("app.sqlite")
+        let before = try await app.state(of: "a")
+        let tool = try CommandLineTool.locate()
+
+        // The app is still running (its queue is open in this process, another process to the tool).
+        let refused = try await tool.run([
+            "verify", db, "--dir", app.folder.path("attachments"), "--remote", remoteFolder.path("remote"), "--repair",
+        ])
+        #expect(refused.status == 1)
+        #expect(refused.standardError.contains("has an attachment queue open"), "\(refused.standardError)")
+        #expect(refused.standardError.contains("stop it"))
+        #expect(try await app.state(of: "a") == before)
+        await app.queue.close()
+
+        let repaired = try await tool.run([
+            "verify", db, "--dir", app.folder.path("attachments"), "--remote", remoteFolder.path("remote"), "--repair",
+        ])
+        #expect(repaired.status == 0, "\(repaired.standardOutput) \(repaired.standardError)")
+        #expect(app.bytesOnDisk("a.bin") == testBytes(900), "startup queued it again and the pass fetched it")
+    }
+
     @Test("a missing directory or database exits 1 and says which")
     func unreadable() async throws {
         let device = try QueueHarness()

@@ -1,0 +1,123 @@
+import AttachmentSync
+import AttachmentSyncTesting
+import Foundation
+import TestSupport
+import Testing
+
+/// `attachment-sync gc`, run as a user runs it, on a folder remote that two real queues filled.
+@Suite("attachment-sync gc", .cleansUp)
+struct GCCommandTests {
+    @Test("unreferenced files older than the grace period are listed, and deleted only with --apply")
+    func collectsOnlyOldUnreferencedFiles() async throws {
+        let remoteFolder = try TemporaryDirectory()
+        let remotePath = remoteFolder.path("remote")
+        let remote = FileSystemRemoteStorage(directory: remotePath)
+        let phone = try QueueHarness(remote: remote)
+        let tablet = try QueueHarness(remote: remote)
+        _ = try await phone.queue.saveFile(data: testBytes(3_000), mediaType: nil, fileExtension: "jpg", id: "phone")
+        _ = try await tablet.queue.saveFile(data: testBytes(2_000), mediaType: nil, fileExtension: "jpg", id: "tablet")
+        try await phone.queue.syncNow()
+        try await tablet.queue.syncNow()
+        await phone.queue.close()
+        await tablet.queue.close()
+        // Left behind by a device that no longer exists, ten days ago; and one uploaded a moment ago by a
+        // device whose row has not arrived.
+        let leftBehind = Attachment(
+            id: "x", filename: "Old Photo.JPG", state: .synced, contentHash: FileStreaming.sha256(testBytes(4_096)))
+        try await remote.uploadFile(data: testBytes(4_096), attachment: leftBehind)
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date().addingTimeInterval(-10 * 86_400)],
+            ofItemAtPath: try remote.fileURL(for: leftBehind).path)
+        try Data(testBytes(100)).write(to: URL(fileURLWithPath: remotePath).appendingPathComponent("fresh.jpg"))
+        let tool = try CommandLineTool.locate()
+        let phoneDB = phone.folder.path("app.sqlite")
+        let tabletDB = tablet.folder.path("app.sqlite")
+
+        let dryRun = try await tool.run(["gc", "--remote", remotePath, "--db", phoneDB, "--db", tabletDB])
+        #expect(dryRun.status == 0, "stderr: \(dryRun.standardError)")
+        #expect(dryRun.standardOutput.contains("listed 4 files"), "\(dryRun.standardOutput)")
+        #expect(dryRun.standardOutput.contains("2 referenced, 2 unreferenced"))
+        #expect(dryRun.standardOutput.contains("would delete 1 file (4.0 KiB)"))
+        #expect(dryRun.standardOutput.contains("^old%20^photo.^j^p^g"))
+        #expect(dryRun.standardOutput.contains("fresh.jpg  100 B, written"))
+        #expect(dryRun.standardOutput.contains("run again with --apply"))
+        #expect(try Self.names(remotePath).filter { !$0.hasPrefix(".") }.count == 4, "a dry run deletes nothing")
+
+        // Only the phone's database: the tablet's photo looks unreferenced but is younger than the grace.
+        let onePhone = try await tool.run(["gc", "--remote", remotePath, "--db", phoneDB, "--json"])
+        #expect(onePhone.status == 0)
+        let document = try #require(
+            try JSONSerialization.jsonObject(with: Data(onePhone.standardOutput.utf8)) as? [String: Any])
+        #expect(document["applied"] as? Bool == false)
+        #expect(document["referencedFiles"] as? Int == 1)
+        let candidates = try #require(document["candidates"] as? [[String: Any]])
+        #expect(candidates.compactMap { $0["filename"] as? String } == ["Old Photo.JPG"])
+        let recent = try #require(document["recent"] as? [[String: Any]])
+        #expect(recent.compactMap { $0["name"] as? String }.sorted() == ["fresh.jpg", "tablet.jpg"])
+
+        let applied = try await tool.run(["gc", "--remote", remotePath, "--db", phoneDB, "--db", tabletDB, "--apply"])
+        #expect(applied.status == 0, "stderr: \(applied.standardError)")
+        #expect(applied.standardOutput.contains("deleted 1 file (4.0 KiB)"))
+        let left = try Self.names(remotePath)
+        #expect(left.filter { !$0.hasPrefix(".") } == ["fresh.jpg", "phone.jpg", "tablet.jpg"])
+        #expect(!left.contains(".attachment-sync-sha256-^old%20^photo.^j^p^g"), "its stored hash went with it")
+        #expect(left.contains(".attachment-sync-sha256-phone.jpg"))
+
+        // With no grace, the fresh one goes too; referenced files never do.
+        let all = try await tool.run(
+            ["gc", "--remote", remotePath, "--db", phoneDB, "--db", tabletDB, "--apply", "--grace", "0s"])
+        #expect(all.status == 0)
+        #expect(try Self.names(remotePath).filter { !$0.hasPrefix(".") } == ["phone.jpg", "tablet.jpg"])
+    }
+
+    @Test("bad arguments exit 64 naming the problem; an unreadable database exits 1 and deletes nothing")
+    func badArguments() async throws {
+        let device = try QueueHarness()
+        _ = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "bin")
+        try await device.queue.syncNow()
+        await device.queue.close()
+        let tool = try CommandLineTool.locate()
+        let db = device.folder.path("app.sqlite")
+        let remote = device.folder.path("remote")
+        try FileManager.default.createDirectory(atPath: remote, withIntermediateDirectories: true)
+        try Data("x".utf8).write(to: URL(fileURLWithPath: remote).appendingPathComponent("stray.bin"))
+
+        let cases: [([String], String)] = [
+            (["gc", "--remote", remote], "at least one --db"),
+            (["gc", "--db", db], "--remote is required"),
+            (["gc", "--remote", remote, "--db", db, "--grace", "7"], "--grace must be"),
+            (["gc", "--remote", remote, "--db", db, "--grace=-1d"], "--grace must be"),
+            (["gc", "--remote", "ftp://host/x", "--db", db], "scheme ftp:"),
+            (["gc", "--remote", device.folder.path("nowhere"), "--db", db], "is not a folder"),
+            (["gc", "--remote", remote, "--endpoint", "http://127.0.0.1:1", "--db", db], "s3:// remote only"),
+        ]
+        for (arguments, message) in cases {
+            let result = try await tool.run(arguments)
+            #expect(result.status == 64, "\(arguments)")
+            #expect(result.standardError.contains(message), "\(arguments): \(result.standardError)")
+        }
+        let secret = "sup3r-secret-value"
+        let noKey = try await tool.run(
+            ["gc", "--remote", "s3://bucket-name/p", "--db", db],
+            environment: ["AWS_ACCESS_KEY_ID": nil, "AWS_SECRET_ACCESS_KEY": secret])
+        #expect(noKey.status == 64)
+        #expect(noKey.standardError.contains("AWS_ACCESS_KEY_ID is not set"))
+        #expect(!noKey.standardError.contains(secret))
+        let withPassword = try await tool.run(["gc", "--remote", "https://user:\(secret)@example.com/x", "--db", db])
+        #expect(withPassword.status == 64)
+        #expect(!withPassword.standardError.contains(secret), "a password in the URL is never printed")
+
+        let missing = try await tool.run(
+            [
+                "gc", "--remote", remote, "--db", db, "--db", device.folder.path("none.sqlite"), "--apply", "--grace",
+                "0s",
+            ])
+        #expect(missing.status == 1)
+        #expect(missing.standardError.contains("no database file"))
+        #expect(FileManager.default.fileExists(atPath: remote + "/stray.bin"), "nothing deleted on an error")
+    }
+
+    static func names(_ folder: String) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: folder).sorted()
+    }
+}
