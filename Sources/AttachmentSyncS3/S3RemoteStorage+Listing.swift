@@ -10,9 +10,14 @@ extension S3RemoteStorage: ListableRemoteStorage {
     /// - Parameter continuation: `nil`, then the previous page's ``AttachmentSync/RemoteFileListing/next``
     ///   (S3's continuation token).
     public func listFiles(after continuation: String?) async throws -> RemoteFileListing {
+        try await listFiles(after: continuation, pageSize: 1_000)
+    }
+
+    /// One page of at most `pageSize` objects (tests use small pages to cross page boundaries).
+    func listFiles(after continuation: String?, pageSize: Int) async throws -> RemoteFileListing {
         let prefix = configuration.keyPrefix
         var query: [(name: String, value: String)] = [
-            ("delimiter", "/"), ("list-type", "2"), ("max-keys", "1000"), ("prefix", prefix),
+            ("delimiter", "/"), ("list-type", "2"), ("max-keys", String(pageSize)), ("prefix", prefix),
         ]
         if let continuation { query.append(("continuation-token", continuation)) }
         let request = S3Request(method: .GET, key: nil, query: query, operation: "ListObjectsV2")

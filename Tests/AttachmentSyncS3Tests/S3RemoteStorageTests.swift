@@ -57,6 +57,35 @@ struct S3RemoteStorageTests {
         }
     }
 
+    @Test("a listing crosses pages with continuation tokens and keeps to the key prefix, one level deep")
+    func listingPages() async throws {
+        try await S3TestBucket.with("listing", configure: { $0.keyPrefix = "photos/" }) { storage, bucket in
+            let names = ["a b.jpg", "c+d.jpg", "e.jpg", "z.bin", "é.jpg"]  // in UTF-8 byte order, as S3 lists
+            for (index, name) in names.enumerated() {
+                try await storage.uploadFile(data: testBytes(count: index * 10), attachment: attachment(name))
+            }
+            try await bucket.withStorage({ $0.keyPrefix = "" }) { root in
+                try await root.uploadFile(data: Data("outside".utf8), attachment: attachment("photos-not.jpg"))
+                try await root.uploadFile(data: Data("deeper".utf8), attachment: attachment("photos/thumbs/a.jpg"))
+            }
+            var listed: [RemoteFile] = []
+            var continuation: String?
+            var pages = 0
+            repeat {
+                let page = try await storage.listFiles(after: continuation, pageSize: 2)
+                #expect(page.files.count <= 2)
+                listed += page.files
+                continuation = page.next
+                pages += 1
+            } while continuation != nil && pages < 10
+            #expect(pages == 3)
+            #expect(listed.map(\.storedName) == names, "every page, in key order, only directly under the prefix")
+            #expect(listed.map(\.size) == names.indices.map { Int64($0 * 10) })
+            #expect(listed.allSatisfy { abs($0.lastModified?.timeIntervalSinceNow ?? 1e9) < 3_600 })
+            #expect(try await storage.allFiles().map(\.storedName) == names)
+        }
+    }
+
     @Test("keys with spaces, unicode and reserved characters, under a key prefix, round trip")
     func roundTripsAwkwardKeys() async throws {
         let configure: (inout S3RemoteStorage.Configuration) -> Void = { $0.keyPrefix = "app one/user+1/" }
