@@ -30,7 +30,8 @@ struct CLIRemoteTests {
 
     @Test("s3://bucket/prefix: gc deletes only the old unreferenced object; verify --repair restores a lost one")
     func onCeph() async throws {
-        try await S3TestBucket.with("cli", configure: { $0.keyPrefix = "app/" }) { storage, bucket in
+        let underPrefix: (inout S3RemoteStorage.Configuration) -> Void = { $0.keyPrefix = "app/" }
+        try await S3TestBucket.with("cli", configure: underPrefix) { storage, bucket in
             try await withTemporaryDirectory { folder in
                 let contents = ["a": testBytes(count: 3_000), "b": testBytes(count: 2_000, seed: 2)]
                 let phone = try await Self.device(

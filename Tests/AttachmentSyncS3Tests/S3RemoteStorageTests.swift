@@ -59,7 +59,8 @@ struct S3RemoteStorageTests {
 
     @Test("a listing crosses pages with continuation tokens and keeps to the key prefix, one level deep")
     func listingPages() async throws {
-        try await S3TestBucket.with("listing", configure: { $0.keyPrefix = "photos/" }) { storage, bucket in
+        let underPrefix: (inout S3RemoteStorage.Configuration) -> Void = { $0.keyPrefix = "photos/" }
+        try await S3TestBucket.with("listing", configure: underPrefix) { storage, bucket in
             let names = ["a b.jpg", "c+d.jpg", "e.jpg", "z.bin", "é.jpg"]  // in UTF-8 byte order, as S3 lists
             for (index, name) in names.enumerated() {
                 try await storage.uploadFile(data: testBytes(count: index * 10), attachment: attachment(name))
