@@ -3,8 +3,9 @@ import Foundation
 /// Every attachment the remote should hold checked against what it holds: read-only, for tools (the
 /// `attachment-sync verify --remote` command) and for an app's own diagnostics.
 ///
-/// A record whose content was uploaded or downloaded (``Attachment/hasSynced``) and that is not being
-/// deleted should have a remote file: it is checked for the file's presence, its size (when the record
+/// A record whose content was uploaded or downloaded (``Attachment/hasSynced``) and that is neither being
+/// deleted nor archived should have a remote file (an archived attachment's remote copy may be gone for a
+/// good reason: another device deleted it): it is checked for the file's presence, its size (when the record
 /// knows it) and the SHA-256 stored with it (when both the record and the remote know one). Nothing is
 /// downloaded: the remote describes each file (``ListableRemoteStorage/fileInfo(attachment:)``), a few at a
 /// time.
@@ -81,7 +82,7 @@ public struct RemoteVerification: Sendable {
         progress: (@Sendable (_ checked: Int, _ total: Int) -> Void)? = nil
     ) async throws -> RemoteVerification {
         let records = try await AttachmentStore.allRecords(of: db, table: table)
-            .filter { $0.hasSynced && $0.state != .queuedDelete }
+            .filter { $0.hasSynced && $0.state != .queuedDelete && $0.state != .archived }
             .sorted { $0.id < $1.id }
         let directory = URL(fileURLWithPath: "/", isDirectory: true)
         var findings: [Finding] = []

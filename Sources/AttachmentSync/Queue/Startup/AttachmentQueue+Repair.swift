@@ -22,8 +22,8 @@ public struct RemoteFileRepair: Sendable {
     public var reuploading: [String]
     /// Findings left as they are: remote files stored with another SHA-256 (another upload under the same
     /// name: a conflict, not damage, so never replaced), no intact local copy on this device (another device
-    /// may still have one), archived attachments, and attachments that changed or were being transferred
-    /// meanwhile.
+    /// may still have one), attachments no longer synced, and attachments that changed or were being
+    /// transferred meanwhile.
     public var leftAlone: [RemoteVerification.Finding]
 }
 
