@@ -21,8 +21,9 @@ let attachmentTableColumns: [Column] = AttachmentColumn.allCases.map(\.definitio
 /// `attempts` (INTEGER, failed tries of the pending transfer), `next_attempt_at` (INTEGER, milliseconds
 /// since 1970 before which it is not retried), `last_error` (TEXT), `on_demand` (INTEGER, fetched only on
 /// request), `pinned` (INTEGER, exempt from cache eviction) and `last_used_at` (INTEGER, milliseconds since
-/// 1970 of the content's last use, for least-recently-used eviction) and `given_up` (INTEGER, the raw
-/// ``AttachmentState`` of a transfer the queue gave up on, else NULL). An index on (`state`, `timestamp`)
+/// 1970 of the content's last use, for least-recently-used eviction), `given_up` (INTEGER, the raw
+/// ``AttachmentState`` of a transfer the queue gave up on, else NULL) and `awaiting_upload` (INTEGER, how
+/// many downloads in a row found no remote file yet, else NULL). An index on (`state`, `timestamp`)
 /// serves the queue's "oldest queued first" look-ups, one on `filename` its check that no two attachments
 /// share a remote file. Opening a database whose attachments table lacks newer columns or indexes adds
 /// them.

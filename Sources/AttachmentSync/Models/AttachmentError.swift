@@ -33,6 +33,7 @@ public struct AttachmentError: Error, Sendable, CustomStringConvertible, Localiz
             case unsupported
             case invalidState
             case directoryInUse
+            case timedOut
         }
 
         private let value: Value
@@ -83,6 +84,9 @@ public struct AttachmentError: Error, Sendable, CustomStringConvertible, Localiz
         /// ``AttachmentError/path`` holds the directory. Close the other queue (or stop the other process)
         /// first.
         public static let directoryInUse = Code(.directoryInUse)
+        /// What the call waited for did not happen in the time it was given (see
+        /// ``AttachmentQueue/waitUntilUploaded(attachmentId:timeout:)``). Nothing was changed.
+        public static let timedOut = Code(.timedOut)
 
         /// A readable name, for logs and test failures.
         public var description: String { value.rawValue }

@@ -29,6 +29,10 @@ public struct QueueStatus: Sendable {
         public var nextAttemptAt: Date
         /// The last failure's description.
         public var lastError: String?
+        /// How many downloads in a row found no remote file: the device that saved the attachment has not
+        /// uploaded it yet (see ``AttachmentQueue/Configuration/notUploadedYetBackoff``). 0 for any other
+        /// failure. Such waits are not counted in ``attempts``.
+        public var awaitingUpload: Int = 0
     }
 
     /// An attachment whose transfer the queue gave up on (see ``Attachment/givenUp``); it stays archived
@@ -56,6 +60,9 @@ public struct QueueStatus: Sendable {
     public var bytesTransferred: Int64
     /// Attachments waiting for a retry, soonest first.
     public var waitingForRetry: [Retry]
+    /// The downloads among ``waitingForRetry`` whose remote file does not exist yet: the devices that saved
+    /// them have not finished uploading.
+    public var awaitingUpload: [Retry] { waitingForRetry.filter { $0.awaitingUpload > 0 } }
     /// Content that is on this device and has never reached remote storage (waiting for upload, or its
     /// upload given up): if the device were lost now, these files would be.
     public var localOnly: Totals = Totals(count: 0, bytes: 0)
@@ -200,7 +207,8 @@ extension AttachmentQueue {
                 attachmentId: try cursor.getString(name: "id"), state: state,
                 attempts: try cursor.getIntOptional(name: "attempts") ?? 0,
                 nextAttemptAt: WallClock.date(milliseconds: next),
-                lastError: try cursor.getStringOptional(name: "err")))
+                lastError: try cursor.getStringOptional(name: "err"),
+                awaitingUpload: try cursor.getIntOptional(name: "local") ?? 0))
     }
 
     static func snapshot(_ rows: [StatusRow], progress: ProgressCenter?, budget: Int64?) -> QueueStatus {

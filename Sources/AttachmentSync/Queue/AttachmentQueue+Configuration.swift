@@ -82,6 +82,13 @@ extension AttachmentQueue {
         /// How long a failed transfer waits before its next try. The default is ``RetryBackoff/init()``:
         /// 1 second doubling to 5 minutes, with full jitter.
         public var retryBackoff = RetryBackoff()
+        /// How long a download waits before asking again when remote storage has no file for it yet
+        /// (``AttachmentError/Code-swift.struct/remoteNotFound``): the row arrived before the device that
+        /// saved the attachment finished uploading it. Such a wait does not count as a failed try (it never
+        /// reaches ``maxAttempts`` and never archives the attachment), shows in ``QueueStatus/awaitingUpload``,
+        /// and ends early when the watched rows change or ``syncNow()`` is called. The default is 1 minute
+        /// doubling to 15 minutes, with full jitter.
+        public var notUploadedYetBackoff = RetryBackoff(initialDelay: .seconds(60), maximumDelay: .seconds(900))
         /// After this many failed tries in a row, a transfer is given up and its attachment archived.
         /// `nil` retries for ever, as the PowerSync helpers do. The default is `nil`.
         public var maxAttempts: Int?
@@ -114,6 +121,12 @@ extension AttachmentQueue {
             }
             guard retryBackoff.initialDelay >= .zero, retryBackoff.maximumDelay >= retryBackoff.initialDelay else {
                 throw fail("retryBackoff", "needs 0 ≤ initialDelay ≤ maximumDelay, not \(retryBackoff)")
+            }
+            guard notUploadedYetBackoff.initialDelay >= .zero,
+                notUploadedYetBackoff.maximumDelay >= notUploadedYetBackoff.initialDelay
+            else {
+                throw fail(
+                    "notUploadedYetBackoff", "needs 0 ≤ initialDelay ≤ maximumDelay, not \(notUploadedYetBackoff)")
             }
             if let maxCacheBytes, maxCacheBytes < 0 {
                 throw fail("maxCacheBytes", "is negative: \(maxCacheBytes)")

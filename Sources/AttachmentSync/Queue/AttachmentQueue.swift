@@ -74,6 +74,9 @@ public actor AttachmentQueue {
     /// The archive trim in progress: trims run one at a time, so `expireCache` returns only once every
     /// eviction it asked for has happened, files included.
     var archiveTrim: Task<Void, any Error>?
+    /// When downloads waiting for another device's upload were last brought forward (milliseconds since
+    /// 1970), to space out those a stream of watch emissions asks for.
+    var lastAwaitingBringForward: Int64?
     /// The attachments directory's lock, held from startup until ``close()`` (see ``DirectoryLock``).
     var directoryLock: DirectoryLock?
     /// Downloads asked for and in flight, by attachment id.
@@ -353,6 +356,7 @@ public actor AttachmentQueue {
         try await waitForInit()
         let generation = machine.manualRoundStarted()
         defer { machine.manualRoundEnded(generation) }
+        await bringForwardAwaitingUploads()
         await runPass()
         await waitUntilIdle()
     }

@@ -25,6 +25,8 @@ struct StatusJSON: Encodable {
         var attempts: Int
         var nextAttemptAt: Date
         var lastError: Nullable<String>
+        /// Downloads in a row that found no remote file yet (0 for other failures).
+        var awaitingUpload: Int
     }
 
     struct GivenUp: Encodable {
@@ -73,7 +75,7 @@ struct StatusJSON: Encodable {
         waitingForRetry = status.waitingForRetry.map {
             Retry(
                 id: $0.attachmentId, state: $0.state.description, attempts: $0.attempts,
-                nextAttemptAt: $0.nextAttemptAt, lastError: Nullable($0.lastError))
+                nextAttemptAt: $0.nextAttemptAt, lastError: Nullable($0.lastError), awaitingUpload: $0.awaitingUpload)
         }
         givenUp = status.givenUp.map {
             GivenUp(

@@ -41,8 +41,12 @@ struct StatusTable {
             lines.append("")
             lines.append("waiting for a retry (\(status.waitingForRetry.count)):")
             for retry in status.waitingForRetry {
+                let what =
+                    retry.awaitingUpload > 0
+                    ? "not uploaded yet by the device that saved it (asked \(retry.awaitingUpload)×)"
+                    : "attempt \(retry.attempts)"
                 lines.append(
-                    "  \(retry.attachmentId)  \(Self.name(retry.state))  attempt \(retry.attempts)  next "
+                    "  \(retry.attachmentId)  \(Self.name(retry.state))  \(what)  next "
                         + "\(Self.date(retry.nextAttemptAt))" + (retry.lastError.map { "  \(Self.oneLine($0))" } ?? ""))
             }
         }

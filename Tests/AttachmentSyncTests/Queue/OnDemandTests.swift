@@ -297,7 +297,10 @@ struct OnDemandTests {
         let retry = try #require(status.waitingForRetry.first)
         #expect(retry.attachmentId == "missing")
         #expect(retry.state == .queuedDownload)
-        #expect(retry.attempts >= 1)
+        // A remote file not found is waited for (the uploading device has not finished), not a failed attempt.
+        #expect(retry.attempts == 0)
+        #expect(retry.awaitingUpload >= 1)
+        #expect(status.awaitingUpload.map(\.attachmentId) == ["missing"])
         #expect(retry.lastError?.contains("remoteNotFound") == true)
         #expect(retry.nextAttemptAt > device.clock.date)
         #expect(status.bytesTransferred >= 800)

@@ -100,6 +100,30 @@ extension AttachmentQueue {
         return retried
     }
 
+    /// Lets the downloads that wait for another device's upload (see
+    /// ``Configuration/notUploadedYetBackoff``) run at the next pass: a watch emission or ``syncNow()``
+    /// suggests the file may be there now. With `minimumSpacing`, does nothing when it last ran less than
+    /// that long ago (watch emissions can come many a second).
+    func bringForwardAwaitingUploads(minimumSpacing: Duration? = nil) async {
+        let now = wallClock.milliseconds()
+        if let minimumSpacing, let last = lastAwaitingBringForward,
+            now.subtractingClamped(last) < minimumSpacing.clampedMilliseconds
+        {
+            return
+        }
+        lastAwaitingBringForward = now
+        let store = store
+        do {
+            let ids = try await db.writeTransaction { tx in try store.bringForwardAwaitingUploads(in: tx) }
+            if !ids.isEmpty {
+                logger.debug("asking again for files not uploaded yet", metadata: ["count": "\(ids.count)"])
+            }
+            noteRetried(ids)
+        } catch {
+            logError("bringing forward downloads that wait for an upload failed", error)
+        }
+    }
+
     /// After records were queued again: they may start at the next pass (not held back by an earlier failure
     /// in this round), the next reconcile looks at them, and a pass is asked for.
     private func noteRetried(_ ids: [String]) {

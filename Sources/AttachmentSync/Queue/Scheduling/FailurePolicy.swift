@@ -6,6 +6,8 @@ struct FailurePolicy: Sendable {
     var retryBackoff: RetryBackoff
     /// The most attempts before giving up, or `nil` for no limit.
     var maxAttempts: Int?
+    /// The waits of a download whose remote file does not exist yet.
+    var notUploadedYetBackoff = RetryBackoff(initialDelay: .seconds(60), maximumDelay: .seconds(900))
 
     /// What to do after a failure.
     enum Decision: Equatable, Sendable {
@@ -33,6 +35,18 @@ struct FailurePolicy: Sendable {
         guard handlerRetries else { return .giveUpByHandler }
         if let maxAttempts, attempt >= maxAttempts { return .giveUpAfterMaxAttempts }
         let delay = retryBackoff.delay(afterAttempt: attempt, retryAfter: retryAfter, using: &generator)
+        return .retry(at: now.addingClamped(delay.clampedMilliseconds))
+    }
+
+    /// The decision after the `wait`-th download in a row found no remote file: the uploading device has
+    /// not finished. Not a failed attempt: ``maxAttempts`` does not apply, only the error handler's verdict
+    /// (asked with the attempt count the failures so far make), and the wait follows
+    /// ``notUploadedYetBackoff``.
+    func decideNotUploadedYet(
+        wait: Int, handlerRetries: Bool, now: Int64, using generator: inout some RandomNumberGenerator
+    ) -> Decision {
+        guard handlerRetries else { return .giveUpByHandler }
+        let delay = notUploadedYetBackoff.delay(afterAttempt: wait, retryAfter: nil, using: &generator)
         return .retry(at: now.addingClamped(delay.clampedMilliseconds))
     }
 }

@@ -20,6 +20,7 @@ enum AttachmentColumn: String, CaseIterable, Sendable {
     case pinned
     case lastUsedAt = "last_used_at"
     case givenUp = "given_up"
+    case awaitingUpload = "awaiting_upload"
 
     /// The column's name in SQL.
     var name: String { rawValue }
@@ -29,7 +30,7 @@ enum AttachmentColumn: String, CaseIterable, Sendable {
         switch self {
         case .filename, .localUri, .mediaType, .metaData, .contentHash, .lastError: .text(name)
         case .timestamp, .size, .state, .hasSynced, .attempts, .nextAttemptAt, .onDemand, .pinned, .lastUsedAt,
-            .givenUp:
+            .givenUp, .awaitingUpload:
             .integer(name)
         }
     }

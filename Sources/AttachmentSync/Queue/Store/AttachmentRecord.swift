@@ -29,6 +29,9 @@ struct AttachmentRecord: Sendable, Hashable {
     var lastUsedAt: Int64?
     /// The queued state whose transfer was given up (the record is then archived), or `nil`.
     var givenUp: AttachmentState?
+    /// How many downloads in a row found no remote file: the uploading device has not finished (see
+    /// ``AttachmentQueue/Configuration/notUploadedYetBackoff``); `nil` when the last answer was another.
+    var awaitingUpload: Int?
 
     /// Whether the content is on this device and has never reached remote storage: the local file is the
     /// only copy, so nothing may evict or purge it.
@@ -90,6 +93,7 @@ struct AttachmentRecord: Sendable, Hashable {
         pinned = try cursor.getBooleanOptional(name: "pinned") ?? false
         lastUsedAt = try cursor.getInt64Optional(name: "last_used_at")
         givenUp = try cursor.getIntOptional(name: "given_up").flatMap(AttachmentState.init(rawValue:))
+        awaitingUpload = try cursor.getIntOptional(name: "awaiting_upload")
     }
 
     /// The value this record stores in `column`.
@@ -111,6 +115,7 @@ struct AttachmentRecord: Sendable, Hashable {
         case .pinned: pinned
         case .lastUsedAt: lastUsedAt
         case .givenUp: givenUp?.rawValue
+        case .awaitingUpload: awaitingUpload
         }
     }
 

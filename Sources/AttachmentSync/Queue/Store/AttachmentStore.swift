@@ -102,7 +102,7 @@ struct AttachmentStore: Sendable {
                NULL AS id, NULL AS attempts, NULL AS next, NULL AS err
         FROM \(table) GROUP BY state
         UNION ALL
-        SELECT 1, state, NULL, NULL, 0, id, attempts, next_attempt_at, last_error
+        SELECT 1, state, NULL, NULL, coalesce(awaiting_upload, 0), id, attempts, next_attempt_at, last_error
         FROM \(table) WHERE next_attempt_at IS NOT NULL AND state IN \(StateSet.queuedSQL)
         UNION ALL
         SELECT 2, given_up, NULL, NULL, 0, id, attempts,
@@ -127,6 +127,20 @@ struct AttachmentStore: Sendable {
                 """,
             parameters: [record.id] + AttachmentColumn.allCases.map { record.value(of: $0) }
         )
+    }
+
+    /// Lets every download that waits for another device's upload run at the next pass: clears its retry
+    /// time and returns the ids.
+    func bringForwardAwaitingUploads(in tx: SqlTransaction) throws -> [String] {
+        let condition =
+            "state = \(AttachmentState.queuedDownload.rawValue) AND awaiting_upload IS NOT NULL "
+            + "AND next_attempt_at IS NOT NULL"
+        let ids = try tx.getAll(sql: "SELECT id FROM \(table) WHERE \(condition)", parameters: []) {
+            try $0.getString(name: "id")
+        }
+        guard !ids.isEmpty else { return [] }
+        try tx.execute(sql: "UPDATE \(table) SET next_attempt_at = NULL WHERE \(condition)", parameters: [])
+        return ids
     }
 
     /// Moves a record from `expected` to `newState`, setting the given extra columns.

@@ -39,7 +39,8 @@ extension AttachmentQueue {
             db: db, store: store, remote: remoteStorage, local: localStorage, errorHandler: errorHandler,
             directory: attachmentsDirectory, timestamps: timestamps, logger: logger,
             failurePolicy: FailurePolicy(
-                retryBackoff: configuration.retryBackoff, maxAttempts: configuration.maxAttempts),
+                retryBackoff: configuration.retryBackoff, maxAttempts: configuration.maxAttempts,
+                notUploadedYetBackoff: configuration.notUploadedYetBackoff),
             wallClock: wallClock, progress: progressCenter, files: files)
     }
 
@@ -132,6 +133,6 @@ extension AttachmentQueue {
 
     /// Columns that clear a transfer's retry state once it succeeds.
     static let retryStateCleared: [(column: String, value: (any SqlValueConvertible)?)] = [
-        ("attempts", 0), ("next_attempt_at", nil), ("last_error", nil),
+        ("attempts", 0), ("next_attempt_at", nil), ("last_error", nil), ("awaiting_upload", nil),
     ]
 }

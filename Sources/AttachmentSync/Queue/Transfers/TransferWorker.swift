@@ -293,6 +293,9 @@ struct TransferWorker: Sendable {
             handlerRetries = await handler.shouldRetry(attachment: attachment, error: error, attempt: attempt)
         }
         var generator = SystemRandomNumberGenerator()
+        if record.state == .queuedDownload, (error as? AttachmentError)?.code == .remoteNotFound {
+            return await awaitUpload(record, error, handlerRetries: handlerRetries, using: &generator)
+        }
         let decision = failurePolicy.decide(
             attempt: attempt, handlerRetries: handlerRetries, retryAfter: (error as? AttachmentError)?.retryAfter,
             now: wallClock.milliseconds(), using: &generator)
@@ -315,11 +318,45 @@ struct TransferWorker: Sendable {
                 // The timestamp stays: a failure is no state change, and must not wake the sync trigger.
                 try store.update(
                     id: record.id, ifState: record.state,
-                    set: [("attempts", attempt), ("next_attempt_at", next), ("last_error", String(message))], in: tx)
+                    set: [
+                        ("attempts", attempt), ("next_attempt_at", next), ("last_error", String(message)),
+                        ("awaiting_upload", nil),
+                    ], in: tx)
             }
             return .willRetry(error, attempt: attempt, retryAt: next)
         } catch {
             return .willRetry(error, attempt: attempt, retryAt: nil)
+        }
+    }
+
+    /// A download found no remote file: the device that saved the attachment has not uploaded it yet. The
+    /// record waits (``AttachmentRecord/awaitingUpload`` counts the answers) on its own slower backoff,
+    /// without spending an attempt, unless the error handler gives it up.
+    private func awaitUpload(
+        _ record: AttachmentRecord, _ error: any Error, handlerRetries: Bool,
+        using generator: inout some RandomNumberGenerator
+    ) async -> TransferOutcome {
+        let wait = (record.awaitingUpload ?? 0) + 1
+        let decision = failurePolicy.decideNotUploadedYet(
+            wait: wait, handlerRetries: handlerRetries, now: wallClock.milliseconds(), using: &generator)
+        do {
+            guard case .retry(let next) = decision else {
+                return try await giveUp(record, because: error, attempts: record.attempts + 1)
+            }
+            let store = store
+            let message = String(describing: error).prefix(1000)
+            _ = try await db.writeTransaction { tx in
+                try store.update(
+                    id: record.id, ifState: .queuedDownload,
+                    set: [("awaiting_upload", wait), ("next_attempt_at", next), ("last_error", String(message))],
+                    in: tx)
+            }
+            logger.debug(
+                "the remote has no file yet; waiting for the upload",
+                metadata: ["attachment": "\(record.id)", "wait": "\(wait)"])
+            return .willRetry(error, attempt: record.attempts, retryAt: next)
+        } catch {
+            return .willRetry(error, attempt: record.attempts, retryAt: nil)
         }
     }
 
@@ -341,7 +378,7 @@ struct TransferWorker: Sendable {
                 set: (releasing ? [("local_uri", nil)] : []) + [
                     ("attempts", attempts), ("next_attempt_at", nil),
                     ("last_error", String(String(describing: error).prefix(1000))),
-                    ("given_up", record.state.rawValue),
+                    ("given_up", record.state.rawValue), ("awaiting_upload", nil),
                 ],
                 in: tx)
         }

@@ -18,6 +18,8 @@ extension AttachmentQueue {
                     failures = 0
                     await reconcile(items, keepingRecordsChangedSince: changedSince)
                     changedSince = nil
+                    // Changed rows may mean another device's upload has landed.
+                    await bringForwardAwaitingUploads(minimumSpacing: .seconds(5))
                 }
                 if !Task.isCancelled {
                     logger.info("the watched attachments stream ended; attachments are no longer followed")
