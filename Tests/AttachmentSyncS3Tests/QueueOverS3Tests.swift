@@ -332,3 +332,35 @@ struct QueueOverS3Tests {
         }
     }
 }
+
+/// The row reaches a device before the file reaches the bucket, on the real Ceph gateway.
+@Suite("Not uploaded yet, on Ceph")
+struct NotUploadedYetOnS3Tests {
+    @Test("a row whose object is not in the bucket yet waits, spends no attempt, and downloads once it lands")
+    func waitsForTheObject() async throws {
+        try await S3TestBucket.with("notyet") { storage, _ in
+            try await withTemporaryDirectory { folder in
+                let configure: (inout AttachmentQueue.Configuration) -> Void = {
+                    $0.maxAttempts = 1
+                    $0.notUploadedYetBackoff = RetryBackoff(initialDelay: .seconds(600), maximumDelay: .seconds(600))
+                }
+                try await S3QueueDevice.with(folder: folder, storage: storage, configure: configure) { device in
+                    try await device.queue.startSync()
+                    try await device.addChecklist("c1", photo: "later")
+                    let waiting = try await withDeadline("the download to wait for the upload") {
+                        await device.queue.status.first { !$0.awaitingUpload.isEmpty }
+                    }
+                    #expect(waiting?.awaitingUpload.map(\.attachmentId) == ["later"])
+                    #expect(waiting?.awaitingUpload.first?.attempts == 0)
+                    try await device.queue.syncNow()
+                    let photo = testBytes(count: 70_000, seed: 9)
+                    // The other device's upload, through its own adapter.
+                    try await storage.uploadFile(data: photo, attachment: attachment("later.jpg"))
+                    try await device.queue.syncNow()
+                    try await device.waitForState("later", .synced)
+                    #expect(device.bytesOnDisk("later.jpg") == photo)
+                }
+            }
+        }
+    }
+}

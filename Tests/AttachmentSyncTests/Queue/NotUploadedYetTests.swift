@@ -149,3 +149,39 @@ private struct GiveUpOnNotFound: SyncErrorHandler {
     func onUploadError(attachment: AttachmentSync.Attachment, error: any Error) async -> Bool { true }
     func onDeleteError(attachment: AttachmentSync.Attachment, error: any Error) async -> Bool { true }
 }
+
+/// Two devices over one real folder remote: the row reaches the second before the file does.
+@Suite("Not uploaded yet, two devices on a folder remote", .cleansUp)
+struct NotUploadedYetFolderTests {
+    @Test("device B waits for A's upload without giving up, then downloads the same bytes")
+    func rowBeforeFile() async throws {
+        let remoteFolder = try TemporaryDirectory()
+        let remote = FileSystemRemoteStorage(directory: remoteFolder.path("remote"))
+        let configure: (inout AttachmentQueue.Configuration) -> Void = {
+            $0.maxAttempts = 1
+            $0.notUploadedYetBackoff = NotUploadedYetTests.wait
+        }
+        let phoneA = try QueueHarness(watch: true, remote: remote, configure: configure)
+        let phoneB = try QueueHarness(watch: true, remote: remote, configure: configure)
+        try await phoneB.queue.startSync()
+        // The row syncs to B first; A has saved nothing yet.
+        try await phoneB.addChecklist("c1", photo: "shared")
+        try await phoneB.waitForColumn("awaiting_upload", of: "shared", toBe: "1")
+        try await phoneB.queue.syncNow()
+        try await phoneB.queue.syncNow()
+        #expect(try await phoneB.state(of: "shared") == .queuedDownload, "maxAttempts 1 does not archive it")
+
+        let photo = testBytes(9_000, seed: 3)
+        _ = try await phoneA.queue.saveFile(data: photo, mediaType: nil, fileExtension: "jpg", id: "shared") { tx, a in
+            try tx.execute(
+                sql: "INSERT INTO checklists (id, description, completed, photo_id) VALUES ('c1', 'x', 0, ?)",
+                arguments: [a.id])
+        }
+        try await phoneA.queue.syncNow()
+        try await phoneB.queue.syncNow()
+        #expect(try await phoneB.state(of: "shared") == .synced)
+        #expect(phoneB.bytesOnDisk("shared.jpg") == photo)
+        await phoneA.queue.close()
+        await phoneB.queue.close()
+    }
+}
