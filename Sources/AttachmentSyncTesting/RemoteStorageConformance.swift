@@ -10,7 +10,11 @@ import Foundation
 ///   and ``Options/largeFileSize`` bytes come back byte for byte, uploaded and downloaded both with `Data`
 ///   and with the streaming methods, in every combination; a streaming transfer's last progress report counts
 ///   the whole file.
-/// - ``Check/overwrite``: uploading to an existing filename replaces the content (with a shorter file).
+/// - ``Check/overwrite``: uploading the same content to an existing filename again succeeds (an upload
+///   repeated after its answer was lost); other content either replaces the file entirely (with a shorter
+///   one) or, for a create-only adapter, throws ``AttachmentError`` with code
+///   ``AttachmentError/Code-swift.struct/conflict`` and leaves the first content as it was, never a mix.
+///   With ``Options/requiresCreateOnly`` only the second is accepted (the library's adapters all are).
 /// - ``Check/idempotentDelete``: deleting twice succeeds, and so does deleting a filename never uploaded;
 ///   a deleted file is gone.
 /// - ``Check/notFound``: downloading a missing file, in memory or to a file, throws ``AttachmentError`` with
@@ -52,7 +56,7 @@ public struct RemoteStorageConformance: Sendable {
         case roundTripSmall
         /// A file of ``Options/largeFileSize`` bytes round trips.
         case roundTripLarge
-        /// An upload replaces an existing file.
+        /// Uploading again keeps or replaces a file whole: never a mix, and the same content succeeds.
         case overwrite
         /// Deletes are idempotent.
         case idempotentDelete
@@ -85,6 +89,10 @@ public struct RemoteStorageConformance: Sendable {
         /// Prepended to every filename the checks use, so runs never collide. The default is
         /// `conformance-` and a random 8-character suffix.
         public var filenamePrefix: String = "conformance-\(UUID().uuidString.prefix(8).lowercased())-"
+        /// Whether ``Check/overwrite`` requires uploads to be create-only: other content under an existing
+        /// filename throws ``AttachmentError/Code-swift.struct/conflict`` instead of replacing it (all of the
+        /// library's adapters do). The default is `false`: replacing is accepted too.
+        public var requiresCreateOnly: Bool = false
         /// Whether ``Check/objectInfo`` requires the adapter to return the SHA-256 stored with each file (all
         /// of the library's adapters do). The default is `false`: a reported hash must be right, but none is
         /// needed.
@@ -167,7 +175,7 @@ public struct RemoteStorageConformance: Sendable {
         case .roundTripEmpty: try await context.roundTrip(size: 0)
         case .roundTripSmall: try await context.roundTrip(size: 1024)
         case .roundTripLarge: try await context.roundTrip(size: options.largeFileSize)
-        case .overwrite: try await context.overwrite()
+        case .overwrite: try await context.overwrite(requiringCreateOnly: options.requiresCreateOnly)
         case .idempotentDelete: try await context.idempotentDelete()
         case .notFound: try await context.notFound()
         case .rangedRead: try await context.rangedRead(size: max(2, min(options.largeFileSize, 3 * 1024 * 1024 + 7)))
@@ -223,15 +231,33 @@ private final class Context: Sendable {
         }
     }
 
-    func overwrite() async throws {
-        let file = attachment("overwritten.bin")
+    func overwrite(requiringCreateOnly: Bool) async throws {
         let first = Self.bytes(count: 4096, seed: 1)
         let second = Self.bytes(count: 1000, seed: 2)
-        try await step("upload the first version") { try await adapter.uploadFile(data: first, attachment: file) }
-        try await step("upload the second version") { try await adapter.uploadFile(data: second, attachment: file) }
-        let received = try await downloaded(file, form: "Data", size: second.count)
-        guard received == second else {
-            throw fail("after an overwrite the file holds \(received.count) bytes, not the 1000 of the second version")
+        let file = attachment("overwritten.bin")
+        let firstFile = attachment("overwritten.bin", contentHash: FileStreaming.sha256(first))
+        let secondFile = attachment("overwritten.bin", contentHash: FileStreaming.sha256(second))
+        try await step("upload the first version") { try await adapter.uploadFile(data: first, attachment: firstFile) }
+        try await step("upload the same content again") {
+            try await adapter.uploadFile(data: first, attachment: firstFile)
+        }
+        var conflicted = false
+        do {
+            try await adapter.uploadFile(data: second, attachment: secondFile)
+        } catch let error as AttachmentError where error.code == .conflict {
+            conflicted = true
+        } catch {
+            throw fail("uploading other content to an existing filename threw", error)
+        }
+        if requiringCreateOnly, !conflicted {
+            throw fail("uploading other content to an existing filename replaced it instead of throwing conflict")
+        }
+        let expected = conflicted ? first : second
+        let received = try await downloaded(file, form: "Data", size: expected.count)
+        guard received == expected else {
+            throw fail(
+                "after uploading other content the file holds \(received.count) bytes: neither the whole first "
+                    + "version (\(first.count), kept on a conflict) nor the whole second (\(second.count))")
         }
     }
 
@@ -373,7 +399,8 @@ private final class Context: Sendable {
             throw fail("cannot cut \(destination.path) to half", error)
         }
         let replacement = attachment("replaced.bin", contentHash: FileStreaming.sha256(second))
-        try await step("upload the second version") {
+        try await step("delete the first version and upload the second") {
+            try await adapter.deleteFile(attachment: file)
             try await adapter.uploadFile(data: second, attachment: replacement)
         }
         let info = try await step("resume the download at byte \(size / 2)") {

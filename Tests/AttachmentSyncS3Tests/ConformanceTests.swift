@@ -26,8 +26,10 @@ struct ConformanceTests {
     @Test("FileSystemRemoteStorage keeps the adapter contract")
     func fileSystemConforms() async throws {
         try await withTemporaryDirectory { directory in
+            var options = Self.strict
+            options.requiresCreateOnly = true
             try await RemoteStorageConformance(
-                adapter: FileSystemRemoteStorage(directory: directory), options: Self.strict
+                adapter: FileSystemRemoteStorage(directory: directory), options: options
             ).run()
         }
     }

@@ -34,6 +34,7 @@ public struct AttachmentError: Error, Sendable, CustomStringConvertible, Localiz
             case invalidState
             case directoryInUse
             case timedOut
+            case conflict
         }
 
         private let value: Value
@@ -87,6 +88,12 @@ public struct AttachmentError: Error, Sendable, CustomStringConvertible, Localiz
         /// What the call waited for did not happen in the time it was given (see
         /// ``AttachmentQueue/waitUntilUploaded(attachmentId:timeout:)``). Nothing was changed.
         public static let timedOut = Code(.timedOut)
+        /// Remote storage holds different content under the attachment's name: another device uploaded
+        /// other bytes for the same id (or a reinstall reused it). Nothing was replaced: the upload is given
+        /// up at once, this device's bytes stay in its local file, and the app chooses with
+        /// ``AttachmentQueue/resolveConflict(attachmentId:keeping:)``. ``AttachmentError/name`` names the
+        /// remote file.
+        public static let conflict = Code(.conflict)
 
         /// A readable name, for logs and test failures.
         public var description: String { value.rawValue }

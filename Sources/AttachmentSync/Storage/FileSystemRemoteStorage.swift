@@ -5,7 +5,8 @@ import Foundation
 /// It needs no server, so it is what the demo and the tests use, and it is handy for a shared network
 /// volume or for syncing between two app instances on one machine.
 ///
-/// - Writes are atomic and durable (a temporary file, flushed, renamed into place, the folder flushed).
+/// - Writes are atomic and durable (a temporary file, flushed, linked into place, the folder flushed), and
+///   create-only: a file is never replaced by other content (``AttachmentError/Code-swift.struct/conflict``).
 /// - Each file's SHA-256 (``Attachment/contentHash``) is kept beside it in a small file named
 ///   `.attachment-sync-sha256-<name>`, and returned with every download, so the queue verifies bytes that
 ///   another device uploaded.
@@ -36,15 +37,15 @@ public struct FileSystemRemoteStorage: RemoteStorageAdapter {
         self.directory = directory
     }
 
-    /// Writes the file atomically and durably, with its SHA-256 beside it.
+    /// Creates the file atomically and durably, with its SHA-256 beside it; never replaces a file with
+    /// other content (see ``uploadFile(fileURL:attachment:progress:)``).
     public func uploadFile(data: Data, attachment: Attachment) async throws {
         let target = try path(for: attachment)
         try files.makeDirectory(atPath: directory.path)
         let staging = directory.appendingPathComponent(FileName.uniqueTemporaryName()).path
         do {
             try files.writeDurably(data, toPath: staging)
-            try storeHash(of: attachment, forFileAt: target)
-            try files.moveDurably(staging, to: target)
+            try await create(target, from: staging, sha256: FileStreaming.sha256(data), attachment: attachment)
         } catch {
             try? files.removeFile(atPath: staging)
             throw error
@@ -59,6 +60,16 @@ public struct FileSystemRemoteStorage: RemoteStorageAdapter {
 
     /// Copies the file into the folder in chunks (bounded memory), atomically and durably, with its SHA-256
     /// beside it.
+    ///
+    /// Create-only: a file already there under the name is never replaced by other content. When it holds
+    /// the same bytes (an upload repeated after its answer was lost, another device's identical upload) the
+    /// upload succeeds; other bytes throw ``AttachmentError/Code-swift.struct/conflict`` and both stay as
+    /// they are. The new file is linked into place, so of two devices creating one name at once exactly
+    /// one wins and the other sees the conflict.
+    ///
+    /// - Throws: ``AttachmentError/Code-swift.struct/integrityMismatch`` when the file is not the content
+    ///   the attachment's ``Attachment/contentHash`` says (nothing is written);
+    ///   ``AttachmentError/Code-swift.struct/conflict``.
     public func uploadFile(
         fileURL: URL, attachment: Attachment, progress: @escaping TransferProgressHandler
     ) async throws {
@@ -66,12 +77,47 @@ public struct FileSystemRemoteStorage: RemoteStorageAdapter {
         try files.makeDirectory(atPath: directory.path)
         let staging = directory.appendingPathComponent(FileName.uniqueTemporaryName()).path
         do {
-            try await files.copy(from: fileURL.path, to: staging, hashing: false, progress: progress)
-            try storeHash(of: attachment, forFileAt: target)
-            try files.moveDurably(staging, to: target)
+            let copied = try await files.copy(from: fileURL.path, to: staging, hashing: true, progress: progress)
+            try await create(target, from: staging, sha256: copied.sha256 ?? "", attachment: attachment)
         } catch {
             try? files.removeFile(atPath: staging)
             throw error
+        }
+    }
+
+    /// Puts the flushed file `staging` (whose SHA-256 is `sha256`) in place as `target` unless a file is
+    /// there: then succeeds when it has the same bytes and throws `conflict` otherwise. `staging` is gone
+    /// afterwards.
+    private func create(_ target: String, from staging: String, sha256: String, attachment: Attachment) async throws {
+        if let recorded = attachment.contentHash?.lowercased(), FileStreaming.isSHA256(recorded), recorded != sha256 {
+            throw AttachmentError(
+                code: .integrityMismatch,
+                message: "the content to upload as \(String(reflecting: attachment.filename)) has SHA-256 \(sha256), "
+                    + "but attachment \(String(reflecting: attachment.id)) was saved with \(recorded); nothing was "
+                    + "uploaded", attachmentId: attachment.id, name: attachment.filename)
+        }
+        if files.info(atPath: target) == nil {
+            try storeHash(sha256, forFileAt: target)
+            do {
+                try files.link(staging, to: target)
+                try files.synchronizeDirectory(atPath: directory.path)
+                try files.removeFile(atPath: staging)
+                return
+            } catch  where files.info(atPath: target) == nil {
+                throw error
+            }
+            // Another writer created the name first: compared below like any existing file.
+        }
+        try files.removeFile(atPath: staging)
+        let existing = try await files.digest(ofFileAt: target)
+        // The stored hash says what the file there holds (it may have been written for this upload).
+        try storeHash(existing.sha256, forFileAt: target)
+        guard existing.sha256 == sha256 else {
+            throw AttachmentError(
+                code: .conflict,
+                message: "the remote folder holds other content as \(String(reflecting: attachment.filename)) "
+                    + "(SHA-256 \(existing.sha256), not \(sha256)); nothing was replaced",
+                attachmentId: attachment.id, name: attachment.filename, path: target)
         }
     }
 
@@ -154,17 +200,13 @@ public struct FileSystemRemoteStorage: RemoteStorageAdapter {
         return url.deletingLastPathComponent().appendingPathComponent(Self.hashPrefix + url.lastPathComponent).path
     }
 
-    /// Writes the attachment's SHA-256 beside its file (before the file is put in place), or removes a stale
-    /// one when the hash is unknown.
-    private func storeHash(of attachment: Attachment, forFileAt target: String) throws {
+    /// Writes `sha256` beside the file `target` (before the file is put in place, so a file is never there
+    /// without it), atomically and durably.
+    private func storeHash(_ sha256: String, forFileAt target: String) throws {
         let hashFile = hashPath(forFileAt: target)
-        guard let hash = attachment.contentHash, FileStreaming.isSHA256(hash) else {
-            try files.removeFile(atPath: hashFile)
-            return
-        }
         let staging = directory.appendingPathComponent(FileName.uniqueTemporaryName()).path
         do {
-            try files.writeDurably(Data(hash.lowercased().utf8), toPath: staging)
+            try files.writeDurably(Data(sha256.lowercased().utf8), toPath: staging)
             try files.moveDurably(staging, to: hashFile)
         } catch {
             try? files.removeFile(atPath: staging)

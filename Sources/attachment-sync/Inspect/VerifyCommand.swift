@@ -191,6 +191,8 @@ struct VerifyCommand: AsyncParsableCommand {
             let reason =
                 if let other = finding.remoteSHA256, other != finding.recordSHA256 {
                     "another upload (SHA-256 \(other)) is stored under its name; kept, not replaced"
+                } else if finding.problem != .missing, finding.remoteSHA256 == nil {
+                    "the remote file has no stored SHA-256, so it may be another upload; kept, not replaced"
                 } else if finding.state != .synced {
                     "it is \(StatusTable.name(finding.state)), not synced"
                 } else if !finding.hasLocalFile {

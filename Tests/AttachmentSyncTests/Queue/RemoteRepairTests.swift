@@ -60,6 +60,8 @@ struct RemoteRepairTests {
         try await device.queue.syncNow()
         let theirs = Data(testBytes(4_096).reversed())
         let file = Attachment(id: "photo", filename: "photo.bin", state: .synced)
+        // Another device's upload under the same name (uploads never replace: it deleted ours first).
+        try await remote.deleteFile(attachment: file)
         try await remote.uploadFile(
             data: theirs,
             attachment: Attachment(

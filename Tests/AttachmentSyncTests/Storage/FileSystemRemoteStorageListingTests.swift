@@ -13,11 +13,12 @@ struct FileSystemRemoteStorageListingTests {
         let remote = FileSystemRemoteStorage(directory: folder.path("remote"))
         #expect(try await remote.allFiles().isEmpty, "a folder never uploaded to lists nothing")
         for index in 0..<2_500 {
+            let data = Data(repeating: UInt8(index % 251), count: index % 7)
             try await remote.uploadFile(
-                data: Data(repeating: UInt8(index % 251), count: index % 7),
+                data: data,
                 attachment: Attachment(
                     id: "\(index)", filename: String(format: "f%04d.bin", index), state: .synced,
-                    contentHash: index % 2 == 0 ? String(repeating: "a", count: 64) : nil))
+                    contentHash: index % 2 == 0 ? FileStreaming.sha256(data) : nil))
         }
         try FileManager.default.createDirectory(atPath: folder.path("remote/sub"), withIntermediateDirectories: true)
         try Data().write(to: URL(fileURLWithPath: folder.path("remote/.attachment-sync-tmp-x")))

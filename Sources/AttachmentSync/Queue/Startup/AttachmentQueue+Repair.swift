@@ -75,9 +75,10 @@ extension AttachmentQueue {
     /// ``RemoteVerification/verify(db:remote:table:progress:)``) and uploads again, from the local file, what
     /// the remote lost or holds wrong bytes for.
     ///
-    /// Only a synced attachment whose remote file is missing or damaged (not stored with another SHA-256:
-    /// that is another upload under the same name, and is never replaced) and whose local file is intact (its
-    /// size and SHA-256 are the record's) is queued again: it goes back to ``AttachmentState/queuedUpload`` and counts as not uploaded (so the cache never
+    /// Only a synced attachment whose remote file is missing or damaged (stored with the record's SHA-256
+    /// but of another size; a file stored with another SHA-256, or none, may be another upload under the same
+    /// name and is never replaced) and whose local file is intact (its size and SHA-256 are the record's) is
+    /// queued again, a damaged remote file deleted first: it goes back to ``AttachmentState/queuedUpload`` and counts as not uploaded (so the cache never
     /// evicts it) until the upload this call triggers succeeds. Everything else is reported, never changed.
     /// Safe while syncing: each change is conditional on the record being as it was checked, and attachments
     /// being transferred are skipped.
@@ -104,10 +105,13 @@ extension AttachmentQueue {
             var reuploading: [String] = []
             var leftAlone: [RemoteVerification.Finding] = []
             for finding in verification.findings {
-                let otherUpload = finding.remoteSHA256 != nil && finding.remoteSHA256 != finding.recordSHA256
-                guard !otherUpload, finding.state == .synced, finding.hasLocalFile,
+                // Missing, or damaged: stored with this record's hash. Anything else may be another upload.
+                let damaged =
+                    finding.problem != .missing && finding.remoteSHA256 != nil
+                    && finding.remoteSHA256 == finding.recordSHA256
+                guard finding.problem == .missing || damaged, finding.state == .synced, finding.hasLocalFile,
                     machine.mayStartOnRequest(finding.attachmentId),
-                    try await requeueUpload(id: finding.attachmentId)
+                    try await requeueUpload(id: finding.attachmentId, deletingRemote: damaged)
                 else {
                     leftAlone.append(finding)
                     continue
@@ -124,7 +128,7 @@ extension AttachmentQueue {
 
     /// Queues the synced attachment `id` to upload again when its local file is intact; `false` when it is
     /// not (or the record changed meanwhile).
-    private func requeueUpload(id: String) async throws -> Bool {
+    private func requeueUpload(id: String, deletingRemote: Bool) async throws -> Bool {
         let store = store
         guard let record = try await db.readTransaction({ tx in try store.record(id: id, in: tx) }),
             record.state == .synced, let relative = record.localPath
@@ -134,6 +138,10 @@ extension AttachmentQueue {
         let digest = try await files.digest(ofFileAt: path)
         if let size = record.size, size != digest.size { return false }
         if let hash = record.contentHash?.lowercased(), hash != digest.sha256 { return false }
+        // Uploads never replace a file, so a damaged one goes first (the local copy is intact: checked above).
+        if deletingRemote {
+            try await remoteStorage.deleteFile(attachment: record.attachment(in: attachmentsDirectory))
+        }
         let timestamp = timestamps.next()
         let requeued = try await db.writeTransaction { tx -> Bool in
             guard let current = try store.record(id: id, in: tx), current.localPath == relative else { return false }

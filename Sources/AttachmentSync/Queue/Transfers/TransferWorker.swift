@@ -288,6 +288,14 @@ struct TransferWorker: Sendable {
         _ record: AttachmentRecord, _ attachment: Attachment, _ error: any Error
     ) async -> TransferOutcome {
         let attempt = record.attempts + 1
+        if record.state == .queuedUpload, (error as? AttachmentError)?.code == .conflict {
+            // Trying again cannot help: the remote keeps the other content until the app resolves it.
+            logger.warning(
+                "remote storage holds other content under this attachment's name; the upload is given up",
+                metadata: ["attachment": "\(record.id)"])
+            return (try? await giveUp(record, because: error, attempts: attempt))
+                ?? .willRetry(error, attempt: attempt, retryAt: nil)
+        }
         var handlerRetries = true
         if let handler = errorHandler {
             handlerRetries = await handler.shouldRetry(attachment: attachment, error: error, attempt: attempt)
