@@ -71,6 +71,14 @@ extension S3RemoteStorage {
         public var keyPrefix: String = ""
         /// How the bucket is named in URLs. The default is ``Addressing/path``.
         public var addressing: Addressing = .path
+        /// Whether uploads are create-only: an object with other content under the key is never replaced.
+        /// A single `PutObject` carries `If-None-Match: *` (AWS S3, Ceph, MinIO and Cloudflare R2 refuse it
+        /// with 412 when the key exists); a multipart upload looks at the key first (`HEAD`), which leaves a
+        /// window while its parts upload. An existing object stored with the same SHA-256 is
+        /// success (an upload repeated after its answer was lost); another is
+        /// ``AttachmentSync/AttachmentError/Code-swift.struct/conflict``. A server that ignores the
+        /// condition replaces objects as before. The default is `true`.
+        public var createOnly: Bool = true
         /// Files larger than this are uploaded in parts (multipart upload), resumable after a restart; at least
         /// 5 MiB. The default is 16 MiB.
         public var multipartThreshold: Int64 = 16 * 1024 * 1024

@@ -51,6 +51,16 @@ extension S3RemoteStorage {
                 await abortQuietly(key: key, uploadId: stale.uploadId)
                 uploadStore.remove(bucket: bucket, key: key, fileSize: size)
             }
+            // Create-only: an object already there is this upload done (the same SHA-256) or a conflict.
+            if configuration.createOnly, try await fileInfo(attachment: attachment) != nil {
+                var sha256 = validSHA256(attachment.contentHash)
+                if sha256 == nil {
+                    sha256 = try await PayloadDigests.of(fileAt: fileURL, offset: 0, length: size).sha256
+                }
+                try await settleExistingObject(sha256: sha256 ?? "", attachment: attachment)
+                progress(TransferProgress(completedBytes: size, totalBytes: size))
+                return
+            }
             let uploadId = try await createMultipartUpload(key: key, attachment: attachment)
             state = MultipartUploadState(
                 bucket: bucket, key: key, fileSize: size, fileModificationTime: modificationTime, partSize: partSize,

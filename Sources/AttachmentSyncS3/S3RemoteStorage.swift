@@ -111,8 +111,7 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
         let request = S3Request(
             method: .PUT, key: key, headers: uploadHeaders(attachment, md5: digests.md5, sha256: digests.sha256),
             body: .data(data), payload: .sha256(digests.sha256), operation: "PutObject")
-        let response = try await send(request, attachmentId: attachment.id)
-        _ = try await transport.collect(response, event: request.event, attachmentId: attachment.id, upTo: 1 << 20)
+        try await putObject(request, sha256: digests.sha256, attachment: attachment)
     }
 
     /// Downloads the attachment's object into memory; throws `remoteNotFound` when there is none.
@@ -177,10 +176,41 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
                 method: .PUT, key: key,
                 headers: self.uploadHeaders(attachment, md5: digests.md5, sha256: digests.sha256), body: body,
                 payload: .sha256(digests.sha256), operation: "PutObject")
-            let response = try await self.send(request, attachmentId: attachment.id)
-            _ = try await self.transport.collect(
-                response, event: request.event, attachmentId: attachment.id, upTo: 1 << 20)
+            try await self.putObject(request, sha256: digests.sha256, attachment: attachment)
         }
+    }
+
+    /// Sends a `PutObject`, create-only when ``Configuration/createOnly``: a 412 means an object is there,
+    /// which is success when it was stored with `sha256` and a conflict otherwise.
+    private func putObject(_ request: S3Request, sha256: String, attachment: Attachment) async throws {
+        var request = request
+        if configuration.createOnly { request.headers.append(("if-none-match", "*")) }
+        let response = try await send(request, attachmentId: attachment.id) {
+            (200..<300).contains($0.code) || $0 == .preconditionFailed
+        }
+        _ = try await transport.collect(response, event: request.event, attachmentId: attachment.id, upTo: 1 << 20)
+        if response.status == .preconditionFailed {
+            try await settleExistingObject(sha256: sha256, attachment: attachment)
+        }
+    }
+
+    /// An object is under the attachment's key although it was to be created: success when it was stored
+    /// with `sha256`; ``AttachmentSync/AttachmentError/Code-swift.struct/conflict`` when with another hash
+    /// or none; `remoteUnavailable` (to try again) when it is gone again.
+    func settleExistingObject(sha256: String, attachment: Attachment) async throws {
+        let key = try objectKey(for: attachment)
+        guard let existing = try await fileInfo(attachment: attachment) else {
+            throw AttachmentError(
+                code: .remoteUnavailable,
+                message: "S3 refused to create \(String(reflecting: key)) as it existed, but it is gone now; try again",
+                attachmentId: attachment.id, name: key)
+        }
+        guard existing.sha256 != sha256.lowercased() else { return }
+        throw AttachmentError(
+            code: .conflict,
+            message:
+                "S3 holds other content as \(String(reflecting: key)) (SHA-256 \(existing.sha256 ?? "not stored"), "
+                + "not \(sha256)); nothing was replaced", attachmentId: attachment.id, name: key)
     }
 
     /// Downloads the object into `destination` (created or replaced), streaming it chunk by chunk. On failure

@@ -42,7 +42,9 @@ struct ConformanceTests {
             $0.keyPrefix = "conformance/"
         }
         try await S3TestBucket.with("conformance", configure: configure) { storage, _ in
-            try await RemoteStorageConformance(adapter: storage, options: Self.strict).run()
+            var options = Self.strict
+            options.requiresCreateOnly = true
+            try await RemoteStorageConformance(adapter: storage, options: options).run()
             #expect(try await storage.listKeys().isEmpty, "the suite deletes what it uploads")
         }
     }

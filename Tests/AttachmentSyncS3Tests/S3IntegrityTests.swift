@@ -122,6 +122,8 @@ struct S3IntegrityTests {
                 // Replaced by another device meanwhile: Ceph refuses the condition (412), the new object comes
                 // whole, never half of each.
                 try await Self.partialDownload(storage, file, into: destination, keeping: 1_000_000)
+                // Another device replaced it (uploads are create-only: it deleted the object first).
+                try await storage.deleteFile(attachment: file)
                 try await storage.uploadFile(data: second, attachment: file)
                 requests.withLock { $0 = [] }
                 let replaced = try await storage.downloadFile(

@@ -38,8 +38,9 @@ struct S3RemoteStorageTests {
                     let expectedRequests =
                         total > Self.fiveMiB
                         ? [
-                            "CompleteMultipartUpload", "CreateMultipartUpload", "UploadPart", "UploadPart",
-                            "UploadPart",
+                            // The HEAD is the create-only check before a multipart upload starts.
+                            "CompleteMultipartUpload", "CreateMultipartUpload", "HeadObject", "UploadPart",
+                            "UploadPart", "UploadPart",
                         ]
                         : ["PutObject"]
                     #expect(requests.withLock { $0 }.sorted() == expectedRequests)
@@ -102,13 +103,46 @@ struct S3RemoteStorageTests {
         }
     }
 
-    @Test("uploading to an existing name replaces its content")
-    func overwriteReplacesContent() async throws {
-        try await S3TestBucket.with("overwrite") { storage, _ in
-            let file = attachment("photo.jpg")
-            try await storage.uploadFile(data: Data("first version".utf8), attachment: file)
-            try await storage.uploadFile(data: Data("second".utf8), attachment: file)
-            #expect(try await storage.downloadFile(attachment: file) == Data("second".utf8))
+    @Test("uploads are create-only: the same content again succeeds, other content is a conflict and kept out")
+    func createOnlyUploads() async throws {
+        let requests = LockedValue<[String]>([])
+        let observe: (inout S3RemoteStorage.Configuration) -> Void = { configuration in
+            configuration.multipartThreshold = Self.fiveMiB
+            configuration.partSize = Self.fiveMiB
+            configuration.requestObserver = { event in requests.withLock { $0.append(event.operation) } }
+        }
+        try await S3TestBucket.with("createonly", configure: observe) { storage, bucket in
+            try await withTemporaryDirectory { directory in
+                let file = attachment("photo.jpg")
+                let first = Data("first version".utf8)
+                try await storage.uploadFile(data: first, attachment: file)
+                try await storage.uploadFile(data: first, attachment: file)
+                let conflict = await #expect(throws: AttachmentError.self) {
+                    try await storage.uploadFile(data: Data("second".utf8), attachment: file)
+                }
+                #expect(conflict?.code == .conflict)
+                #expect(conflict?.message.contains("photo.jpg") == true)
+                #expect(try await storage.downloadFile(attachment: file) == first, "Ceph honoured If-None-Match")
+
+                // A multipart upload looks first: a different big object under the key is a conflict too,
+                // and no upload is started.
+                let big = attachment("big.bin")
+                let source = directory.appendingPathComponent("big")
+                try testBytes(count: 6 * Self.mebibyte, seed: 4).write(to: source)
+                try await storage.uploadFile(data: testBytes(count: 100, seed: 5), attachment: big)
+                requests.withLock { $0 = [] }
+                await #expect(throws: AttachmentError.self) {
+                    try await storage.uploadFile(fileURL: source, attachment: big) { _ in }
+                }
+                #expect(!requests.withLock { $0 }.contains("CreateMultipartUpload"))
+                #expect(try await storage.listMultipartUploadIds().isEmpty)
+
+                // With createOnly off, an upload replaces the object as plain S3 does.
+                try await bucket.withStorage({ $0.createOnly = false }) { replacing in
+                    try await replacing.uploadFile(data: Data("second".utf8), attachment: file)
+                }
+                #expect(try await storage.downloadFile(attachment: file) == Data("second".utf8))
+            }
         }
     }
 
