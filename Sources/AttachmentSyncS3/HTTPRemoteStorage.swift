@@ -52,6 +52,13 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
         /// accepts only the files themselves; downloads are then checked against their size (and against the
         /// hash the queue knows from its own saves or from the watched rows). The default is `true`.
         public var storesContentHashes: Bool = true
+        /// Whether uploads are create-only: before each upload the adapter looks for a file under the name
+        /// (`HEAD`, then its stored SHA-256); one stored with the same SHA-256 is success without sending the
+        /// file again, any other is ``AttachmentSync/AttachmentError/Code-swift.struct/conflict`` and is not
+        /// replaced. Plain WebDAV servers (nginx) ignore `If-None-Match` on `PUT`, so two devices creating one
+        /// name at the same moment can still both write. Needs ``storesContentHashes``; without it uploads
+        /// replace. The default is `true`.
+        public var createOnly: Bool = true
         /// The slowest an upload or download may move before it is stopped with
         /// ``AttachmentSync/AttachmentError/Code-swift.struct/remoteUnavailable`` and left for the queue to try
         /// again, so a server that trickles bytes cannot hold it for ever; `nil` lets transfers take any time.
@@ -188,6 +195,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
         _ = try url(for: attachment)
         let sha256 = PayloadDigests.of(data).sha256
         try S3RemoteStorage.checkContent(sha256, of: attachment, key: attachment.filename)
+        if try await isUploaded(sha256, attachment) { return }
         try await storeContentHash(sha256, of: attachment)
         var request = try await request(.PUT, attachment: attachment)
         if let mediaType = attachment.mediaType, !mediaType.isEmpty {
@@ -231,6 +239,10 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
         if configuration.storesContentHashes {
             sha256 = validSHA256(attachment.contentHash)
             if sha256 == nil { sha256 = try await PayloadDigests.of(fileAt: fileURL, offset: 0, length: size).sha256 }
+        }
+        if let sha256, try await isUploaded(sha256, attachment) {
+            progress(TransferProgress(completedBytes: size, totalBytes: size))
+            return
         }
         var request = try await request(.PUT, attachment: attachment)
         if let mediaType = attachment.mediaType, !mediaType.isEmpty {
@@ -326,6 +338,20 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
     }
 
     // MARK: - Stored hashes
+
+    /// Create-only (see ``Configuration/createOnly``): `true` when the server has the file stored with
+    /// `sha256` already, `false` when it has no file under the name; throws `conflict` for another file.
+    private func isUploaded(_ sha256: String, _ attachment: Attachment) async throws -> Bool {
+        guard configuration.createOnly, configuration.storesContentHashes,
+            let existing = try await fileInfo(attachment: attachment)
+        else { return false }
+        if existing.sha256 == sha256.lowercased() { return true }
+        throw AttachmentError(
+            code: .conflict,
+            message: "the server holds other content as \(String(reflecting: attachment.filename)) (SHA-256 "
+                + "\(existing.sha256 ?? "not stored"), not \(sha256)); nothing was replaced",
+            attachmentId: attachment.id, name: attachment.filename)
+    }
 
     /// Writes the companion file that keeps the attachment's SHA-256, before the file itself: a file is
     /// never on the server without it (a crash in between leaves only the small companion, overwritten by the

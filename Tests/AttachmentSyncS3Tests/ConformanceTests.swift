@@ -53,7 +53,9 @@ struct ConformanceTests {
     func httpConforms() async throws {
         for authenticated in [false, true] {
             try await WebDAVTestFolder.with(authenticated: authenticated) { storage, _ in
-                try await RemoteStorageConformance(adapter: storage, options: Self.strict).run()
+                var options = Self.strict
+                options.requiresCreateOnly = true
+                try await RemoteStorageConformance(adapter: storage, options: options).run()
             }
         }
     }

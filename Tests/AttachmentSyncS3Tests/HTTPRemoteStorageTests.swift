@@ -129,13 +129,25 @@ struct HTTPRemoteStorageTests {
         try await storage.shutdown()
     }
 
-    @Test("uploading to an existing name replaces its content")
-    func overwriteReplacesContent() async throws {
+    @Test("uploads are create-only: the same content again succeeds, other content is a conflict and kept out")
+    func createOnlyUploads() async throws {
         try await WebDAVTestFolder.with { storage, _ in
+            let file = attachment("photo.jpg")
+            let first = Data("first version".utf8)
+            try await storage.uploadFile(data: first, attachment: file)
+            try await storage.uploadFile(data: first, attachment: file)
+            let conflict = await #expect(throws: AttachmentError.self) {
+                try await storage.uploadFile(data: Data("second".utf8), attachment: file)
+            }
+            #expect(conflict?.code == .conflict)
+            #expect(try await storage.downloadFile(attachment: file) == first)
+        }
+        let replace: (inout HTTPRemoteStorage.Configuration) -> Void = { $0.createOnly = false }
+        try await WebDAVTestFolder.with(configure: replace) { storage, _ in
             let file = attachment("photo.jpg")
             try await storage.uploadFile(data: Data("first version".utf8), attachment: file)
             try await storage.uploadFile(data: Data("second".utf8), attachment: file)
-            #expect(try await storage.downloadFile(attachment: file) == Data("second".utf8))
+            #expect(try await storage.downloadFile(attachment: file) == Data("second".utf8), "createOnly off")
         }
     }
 
@@ -189,8 +201,9 @@ struct HTTPRemoteStorageTests {
             try await storage.uploadFile(data: Data("private".utf8), attachment: file)
             #expect(try await storage.downloadFile(attachment: file) == Data("private".utf8))
             try await storage.deleteFile(attachment: file)
-            // Five requests: the upload and the delete each write or remove the stored SHA-256 beside the file.
-            #expect(calls.withLock { $0 } == 5)
+            // Six requests: the upload looks first (HEAD, create-only), and the upload and the delete each
+            // write or remove the stored SHA-256 beside the file.
+            #expect(calls.withLock { $0 } == 6)
         }
     }
 
