@@ -10,8 +10,12 @@ import Foundation
 /// implementations that bridge to them; implement those too so large files never sit in memory.
 ///
 /// The contract the queue relies on:
-/// - Files are addressed by ``Attachment/filename``; attachments are immutable, so uploading the same
-///   filename again may overwrite.
+/// - Files are addressed by ``Attachment/filename``. Attachments are immutable: uploading the same content
+///   again must succeed (an upload is repeated when its answer was lost). An adapter that can should be
+///   create-only, as the library's are: other content under an existing filename (another device's upload
+///   for the same id) throws ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/conflict``
+///   and is not replaced; the queue then keeps both and lets the app choose
+///   (``AttachmentQueue/resolveConflict(attachmentId:keeping:)``). An adapter that overwrites still works.
 /// - `downloadFile` of a file that does not exist throws (ideally ``AttachmentError`` with code
 ///   ``AttachmentError/Code-swift.struct/remoteNotFound``).
 /// - `deleteFile` of a file that does not exist succeeds: deletes are retried and must be idempotent.
