@@ -488,6 +488,31 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
 
     // MARK: - Injecting failures
 
+    /// The overload answer given to calls above a number in flight (see ``throttle(above:with:)``).
+    private var throttle: (limit: Int, error: any Error)?
+
+    /// How many calls were refused by ``throttle(above:with:)``.
+    ///
+    /// ```swift
+    /// #expect(await storage.refusedCount < 20)
+    /// ```
+    public private(set) var refusedCount = 0
+
+    /// Refuses every call that starts while more than `limit` calls (itself included) are in flight, with
+    /// `error`, like a server that answers 429 or 503 SlowDown when overloaded; `nil` stops it. Refused calls
+    /// are counted in ``refusedCount`` and change no file; they still sleep the latency and wait out a hold.
+    ///
+    /// ```swift
+    /// await storage.throttle(above: 4, with: AttachmentError(code: .remoteUnavailable, message: "SlowDown"))
+    /// ```
+    public func throttle(
+        above limit: Int?,
+        with error: any Error = AttachmentError(
+            code: .remoteUnavailable, message: "the remote is overloaded (SlowDown)")
+    ) {
+        throttle = limit.map { ($0, error) }
+    }
+
     /// Makes the next `count` calls of `operation` (of any operation when `nil`) throw `error`, without
     /// changing the stored files.
     ///
@@ -668,6 +693,10 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
 
         resumeSatisfiedWaiters()
 
+        if let throttle, inFlightCount > throttle.limit {
+            refusedCount += 1
+            return throttle.error
+        }
         if let index = oneShotFailures.firstIndex(where: { $0.operation == nil || $0.operation == operation }) {
             let error = oneShotFailures[index].error
             oneShotFailures[index].remaining -= 1

@@ -141,7 +141,8 @@ public actor AttachmentQueue {
         self.wallClock = wallClock
         self.timestamps = MonotonicTimestamps(wallClock: wallClock)
         self.logger = configuration.logger
-        self.machine = QueueStateMachine(maxConcurrentTransfers: configuration.maxConcurrentTransfers)
+        self.machine = QueueStateMachine(
+            maxConcurrentTransfers: configuration.maxConcurrentTransfers, adaptive: configuration.adaptiveConcurrency)
         self.reconciler = Reconciler(policy: configuration.downloadPolicy)
         self.progressCenter = ProgressCenter(
             clock: configuration.clock, interval: max(.zero, configuration.progressInterval))

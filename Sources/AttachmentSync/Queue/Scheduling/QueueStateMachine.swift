@@ -20,6 +20,8 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
         var onRequest: Bool
         /// Its task, once the actor has made it (set in the same synchronous step as the decision).
         var handle: Handle?
+        /// The ``AdaptiveConcurrency/generation`` it started in.
+        var generation = 0
     }
 
     /// A read of the queued records the queue has asked for: hand it back with what was read.
@@ -60,6 +62,9 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
         case cancelled
         /// Failed and will be retried: not before the next trigger.
         case willRetry
+        /// Refused as overloaded (remote storage unavailable), and will be retried: not before the next
+        /// trigger; the concurrency limit drops.
+        case refused
     }
 
     /// What to do once a transfer has finished.
@@ -78,8 +83,10 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
         fileprivate var clears: Int
     }
 
-    /// The most transfers in flight for which background transfers still start.
-    let maxConcurrentTransfers: Int
+    /// The most transfers in flight for which background transfers still start: the configured maximum,
+    /// lowered while remote storage refuses as overloaded.
+    private(set) var concurrency: AdaptiveConcurrency
+    var maxConcurrentTransfers: Int { concurrency.current }
 
     private(set) var isClosed = false
     /// Whether background sync is on (between `startSync` and `stopSync`).
@@ -111,8 +118,8 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
     /// Counts `clearQueue` calls: a reconcile that overlapped one must not leave a baseline behind.
     private var tableClears = 0
 
-    init(maxConcurrentTransfers: Int) {
-        self.maxConcurrentTransfers = max(1, maxConcurrentTransfers)
+    init(maxConcurrentTransfers: Int, adaptive: Bool = true) {
+        concurrency = AdaptiveConcurrency(maximum: maxConcurrentTransfers, isEnabled: adaptive)
     }
 
     // MARK: - Lifecycle
@@ -277,7 +284,8 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
                 queued: fresh, busy: Set(transfers.keys).union(reserved), inFlight: transfers.count,
                 skipped: skippedUntilTrigger, now: now)
             for record in selected {
-                transfers[record.id] = Transfer(state: record.state, onRequest: false, handle: nil)
+                transfers[record.id] = Transfer(
+                    state: record.state, onRequest: false, handle: nil, generation: concurrency.generation)
             }
             outcome.start = selected
         }
@@ -315,7 +323,7 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
 
     /// A download asked for on request started (see ``mayStartOnRequest(_:)``).
     mutating func startedOnRequest(_ id: String, state: AttachmentState, handle: Handle) {
-        transfers[id] = Transfer(state: state, onRequest: true, handle: handle)
+        transfers[id] = Transfer(state: state, onRequest: true, handle: handle, generation: concurrency.generation)
     }
 
     /// The task of the transfer in flight for `id`, if any.
@@ -327,13 +335,19 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
     /// interrupted while sync is off; the queue asks for a fresh read to fill the slot (while transfers may
     /// start), counted as in flight from now, so a `syncNow` cannot see the queue idle before it.
     mutating func transferFinished(_ id: String, state: AttachmentState, _ finish: Finish) -> FinishOutcome {
-        transfers[id] = nil
+        let transfer = transfers.removeValue(forKey: id)
         changedSinceReconcile.insert(id)
         finishedTransferCount += 1
         if readsInFlight > 0 { finishedWhileReading[id] = finishedTransferCount }
         switch finish {
-        case .done: break
-        case .willRetry: skippedUntilTrigger[id] = state
+        case .done:
+            concurrency.answered()
+        case .willRetry:
+            concurrency.answered()
+            skippedUntilTrigger[id] = state
+        case .refused:
+            concurrency.refused(startedIn: transfer?.generation ?? concurrency.generation)
+            skippedUntilTrigger[id] = state
         // Interrupted by stopSync: wait for the next trigger, unless sync has been started again meanwhile
         // (its first pass already ran, so nothing else would restart it).
         case .cancelled: if !isSyncing { skippedUntilTrigger[id] = state }

@@ -61,7 +61,8 @@ extension AttachmentQueue {
         let finish: Machine.Finish
         switch outcome {
         case .cancelled: finish = .cancelled
-        case .willRetry: finish = .willRetry
+        case .willRetry(let error, _, _):
+            finish = (error as? AttachmentError)?.code == .remoteUnavailable ? .refused : .willRetry
         case .completed, .superseded, .archived, .failedOnRequest: finish = .done
         }
         let next = machine.transferFinished(record.id, state: record.state, finish)
