@@ -1,3 +1,5 @@
+import AttachmentSync
+
 /// The HTTP response behind a failed request of ``S3RemoteStorage`` or ``HTTPRemoteStorage``: found as the
 /// ``AttachmentSync/AttachmentError/underlying`` error of the `AttachmentError` the adapter throws.
 ///
@@ -41,4 +43,10 @@ public struct RemoteHTTPError: Error, Sendable, Hashable, CustomStringConvertibl
         if let requestId { text += " (request id \(requestId))" }
         return text
     }
+}
+
+extension RemoteHTTPError: RemoteOverloadSignal {
+    /// `true` for 429 (Too Many Requests) and 503 (Service Unavailable, S3's SlowDown): the server is
+    /// overloaded, and the queue runs fewer transfers at once.
+    public var isOverload: Bool { statusCode == 429 || statusCode == 503 }
 }

@@ -491,6 +491,24 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     /// The overload answer given to calls above a number in flight (see ``throttle(above:with:)``).
     private var throttle: (limit: Int, error: any Error)?
 
+    /// What an overloaded server answers: ``AttachmentError`` with code
+    /// ``AttachmentError/Code-swift.struct/remoteUnavailable`` and a ``RemoteOverloadSignal`` (as a 503
+    /// SlowDown) as its underlying error. ``throttle(above:with:)`` uses it by default.
+    public static var overloadedError: AttachmentError {
+        AttachmentError(
+            code: .remoteUnavailable, message: "the remote is overloaded (SlowDown)", underlying: Overloaded())
+    }
+
+    /// The underlying error of ``overloadedError``.
+    public struct Overloaded: RemoteOverloadSignal, CustomStringConvertible {
+        /// `true`.
+        public var isOverload: Bool { true }
+        /// `503 SlowDown`.
+        public var description: String { "503 SlowDown" }
+        /// Creates the signal.
+        public init() {}
+    }
+
     /// How many calls were refused by ``throttle(above:with:)``.
     ///
     /// ```swift
@@ -505,11 +523,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     /// ```swift
     /// await storage.throttle(above: 4, with: AttachmentError(code: .remoteUnavailable, message: "SlowDown"))
     /// ```
-    public func throttle(
-        above limit: Int?,
-        with error: any Error = AttachmentError(
-            code: .remoteUnavailable, message: "the remote is overloaded (SlowDown)")
-    ) {
+    public func throttle(above limit: Int?, with error: any Error = InMemoryRemoteStorage.overloadedError) {
         throttle = limit.map { ($0, error) }
     }
 

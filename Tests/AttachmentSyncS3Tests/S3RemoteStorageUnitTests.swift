@@ -54,6 +54,14 @@ import Testing
         }
     }
 
+    @Test("429 and 503 are overload (the queue slows down); other statuses are not")
+    func overloadStatuses() {
+        #expect(RemoteHTTPError(statusCode: 429).isOverload)
+        #expect(RemoteHTTPError(statusCode: 503, code: "SlowDown").isOverload)
+        #expect(!RemoteHTTPError(statusCode: 500).isOverload)
+        #expect(!RemoteHTTPError(statusCode: 403).isOverload)
+    }
+
     @Test("the defaults are valid: multipart above 16 MiB in 8 MiB parts, 4 at once")
     func defaultsAreValid() async throws {
         let configuration = Self.configuration()

@@ -64,8 +64,8 @@ extension AttachmentQueue {
         /// The most transfers (uploads, downloads and deletes together) running at once. The default is 4.
         public var maxConcurrentTransfers: Int = 4
         /// Whether the queue runs fewer transfers at once while remote storage refuses as overloaded: each
-        /// ``AttachmentError/Code-swift.struct/remoteUnavailable`` answer (429, 503 SlowDown, timeouts)
-        /// halves the number (once per round of transfers, down to 1), and each answer after that adds back
+        /// such answer (429, 503 SlowDown or a `Retry-After`, see ``RemoteOverloadSignal``; not a failed
+        /// connection) halves the number (once per round of transfers, down to 1), and each answer after that adds back
         /// about one per that many answers, up to ``maxConcurrentTransfers``. The whole queue slows down,
         /// not only the attachment that got the answer. The default is `true`.
         public var adaptiveConcurrency: Bool = true

@@ -33,6 +33,18 @@ struct AdaptiveConcurrencyTests {
         #expect(off.current == 16)
     }
 
+    @Test("only overload slows the queue: a Retry-After or an overload signal, not an offline device")
+    func whatCountsAsOverload() {
+        #expect(AdaptiveConcurrency.isOverload(InMemoryRemoteStorage.overloadedError))
+        var withRetryAfter = AttachmentError(code: .remoteUnavailable, message: "busy")
+        withRetryAfter.retryAfter = .seconds(2)
+        #expect(AdaptiveConcurrency.isOverload(withRetryAfter))
+        #expect(
+            !AdaptiveConcurrency.isOverload(AttachmentError(code: .remoteUnavailable, message: "connection refused")))
+        #expect(!AdaptiveConcurrency.isOverload(InMemoryRemoteStorage.offlineError))
+        #expect(!AdaptiveConcurrency.isOverload(AttachmentError(code: .remoteNotFound, message: "missing")))
+    }
+
     /// The state machine against a simulated remote that serves `limit` calls at once and refuses a call
     /// that starts while `limit` are in flight; time moves in ticks, each finishing every call in flight in
     /// the order they started. Returns the refusals, the ticks, and the most calls in flight in the last

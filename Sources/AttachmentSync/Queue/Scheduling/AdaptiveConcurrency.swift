@@ -1,9 +1,9 @@
 /// How many transfers may run at once while remote storage pushes back: additive increase, multiplicative
 /// decrease (as the AWS SDKs' adaptive retry mode does). A plain value with no I/O.
 ///
-/// The limit starts at the configured maximum. A transfer refused as overloaded
-/// (``AttachmentError/Code-swift.struct/remoteUnavailable``: 429, 503 SlowDown, a timeout, a refused
-/// connection) halves it, at most once per generation: the refusals of transfers that started before the
+/// The limit starts at the configured maximum. A transfer refused as overloaded (429, 503 SlowDown, a
+/// `Retry-After`: see ``RemoteOverloadSignal``; not a failed connection, which is an offline device more
+/// often than a busy server) halves it, at most once per generation: the refusals of transfers that started before the
 /// last decrease were caused by the old limit and do not halve it again. Each finished transfer then adds
 /// 1/limit, so the limit grows by about one per limit's worth of good answers, back up to the maximum.
 struct AdaptiveConcurrency: Sendable, Equatable {
@@ -34,5 +34,31 @@ struct AdaptiveConcurrency: Sendable, Equatable {
         guard isEnabled, startedIn == generation else { return }
         limit = max(1, (limit / 2).rounded(.down))
         generation += 1
+    }
+}
+
+/// An error that says whether remote storage refused because it is overloaded (HTTP 429, 503 SlowDown)
+/// rather than unreachable: the queue runs fewer transfers at once after such refusals (see
+/// ``AttachmentQueue/Configuration/adaptiveConcurrency``), but not because the device is offline.
+///
+/// `AttachmentSyncS3`'s `RemoteHTTPError` conforms. An adapter of your own can throw
+/// ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/remoteUnavailable`` and, as its
+/// ``AttachmentError/underlying``, an error conforming to this; an ``AttachmentError/retryAfter`` counts as
+/// overload too.
+public protocol RemoteOverloadSignal: Error {
+    /// Whether the remote refused because it is overloaded.
+    var isOverload: Bool { get }
+}
+
+extension AdaptiveConcurrency {
+    /// Whether `error` is remote storage refusing as overloaded: ``AttachmentError/Code-swift.struct/remoteUnavailable``
+    /// with a `Retry-After`, or with an underlying ``RemoteOverloadSignal`` that says so. A connection that
+    /// fails (an offline device) is not.
+    static func isOverload(_ error: any Error) -> Bool {
+        guard let error = error as? AttachmentError, error.code == .remoteUnavailable else {
+            return (error as? any RemoteOverloadSignal)?.isOverload ?? false
+        }
+        if error.retryAfter != nil { return true }
+        return (error.underlying as? any RemoteOverloadSignal)?.isOverload ?? false
     }
 }

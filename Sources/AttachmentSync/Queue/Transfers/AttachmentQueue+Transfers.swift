@@ -62,7 +62,7 @@ extension AttachmentQueue {
         switch outcome {
         case .cancelled: finish = .cancelled
         case .willRetry(let error, _, _):
-            finish = (error as? AttachmentError)?.code == .remoteUnavailable ? .refused : .willRetry
+            finish = AdaptiveConcurrency.isOverload(error) ? .refused : .willRetry
         case .completed, .superseded, .archived, .failedOnRequest: finish = .done
         }
         let next = machine.transferFinished(record.id, state: record.state, finish)
