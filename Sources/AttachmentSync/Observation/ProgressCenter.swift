@@ -24,6 +24,8 @@ final class ProgressCenter: Sendable {
     )
 
     private let state = LockedValue(State())
+    /// How many transfers the queue runs at once when lowered for overload (see `AdaptiveConcurrency`).
+    private let lowered = LockedValue<Int?>(nil)
     /// Signals each update, for the status stream.
     private let changes = Broadcaster<Void>(bufferingPolicy: .bufferingNewest(1))
     private let elapsed: @Sendable () -> Duration
@@ -70,6 +72,20 @@ final class ProgressCenter: Sendable {
     }
 
     /// The transfers in flight, and the bytes moved since the queue was made.
+    /// The queue's concurrency limit after a transfer finished: `nil` at the configured maximum. A change
+    /// makes the status stream send a snapshot.
+    func noteConcurrency(_ limit: Int, maximum: Int) {
+        let value: Int? = limit < maximum ? limit : nil
+        let changed = lowered.withLock { current -> Bool in
+            defer { current = value }
+            return current != value
+        }
+        if changed { changes.send(()) }
+    }
+
+    /// The concurrency limit while lowered for overload, else `nil`.
+    var loweredConcurrency: Int? { lowered.withLock { $0 } }
+
     func snapshot() -> (transfers: [AttachmentProgress], bytesTransferred: Int64) {
         state.withLock { state in
             (

@@ -58,6 +58,10 @@ public struct QueueStatus: Sendable {
     public var transfers: [AttachmentProgress]
     /// Bytes uploaded and downloaded since the queue was created.
     public var bytesTransferred: Int64
+    /// How many transfers the queue runs at once while remote storage refuses as overloaded (see
+    /// ``AttachmentQueue/Configuration/adaptiveConcurrency``); `nil` when it runs the configured
+    /// ``AttachmentQueue/Configuration/maxConcurrentTransfers``.
+    public var throttledConcurrency: Int? = nil
     /// Attachments waiting for a retry, soonest first.
     public var waitingForRetry: [Retry]
     /// The downloads among ``waitingForRetry`` whose remote file does not exist yet: the devices that saved
@@ -229,6 +233,7 @@ extension AttachmentQueue {
         let (transfers, bytes) = progress?.snapshot() ?? ([], 0)
         return QueueStatus(
             states: states, localContentBytes: local, transfers: transfers, bytesTransferred: bytes,
+            throttledConcurrency: progress?.loweredConcurrency,
             waitingForRetry: retries.sorted {
                 ($0.nextAttemptAt, $0.attachmentId) < ($1.nextAttemptAt, $1.attachmentId)
             },

@@ -107,6 +107,35 @@ struct AdaptiveConcurrencyTests {
         #expect(adaptive.refused * 5 < plain.refused, "refused: \(adaptive.refused) adapting, \(plain.refused) not")
     }
 
+    @Test("status says how far the queue has slowed down, and nothing once it is back to the maximum")
+    func statusShowsThrottling() async throws {
+        let remote = InMemoryRemoteStorage()
+        await remote.throttle(above: 2)
+        let device = try QueueHarness(remote: remote) { $0.maxConcurrentTransfers = 8 }
+        for index in 0..<8 {
+            _ = try await device.queue.saveFile(data: testBytes(50 + index), mediaType: nil, fileExtension: "bin")
+        }
+        #expect(try #require(await device.queue.status.first { _ in true }).throttledConcurrency == nil)
+        // All eight calls begin before any ends (the remote holds them): six are refused, from one
+        // generation, so the limit halves once.
+        await remote.hold()
+        let round = Task { try await device.queue.syncNow() }
+        await remote.waitForCalls(.upload, count: 8)
+        await remote.release()
+        try await round.value
+        #expect(await remote.refusedCount == 6)
+        let status = try await withDeadline("a status with the lowered limit") {
+            await device.queue.status.first { $0.throttledConcurrency != nil }
+        }
+        #expect(status?.throttledConcurrency == 4)
+        await remote.throttle(above: nil)
+        for _ in 0..<10 where try await device.queue.allAttachments().contains(where: { $0.state != .synced }) {
+            try await device.queue.syncNow()
+        }
+        #expect(try await device.queue.allAttachments().allSatisfy { $0.state == .synced })
+        await device.queue.close()
+    }
+
     /// Uploads `count` files through a remote that refuses calls above `limit` in flight, `syncNow` after
     /// `syncNow` until all are synced; returns how many calls were refused.
     static func refusals(adaptive: Bool, count: Int, limit: Int) async throws -> Int {

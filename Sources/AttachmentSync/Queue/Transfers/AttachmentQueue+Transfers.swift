@@ -66,6 +66,7 @@ extension AttachmentQueue {
         case .completed, .superseded, .archived, .failedOnRequest: finish = .done
         }
         let next = machine.transferFinished(record.id, state: record.state, finish)
+        progressCenter.noteConcurrency(machine.maxConcurrentTransfers, maximum: configuration.maxConcurrentTransfers)
         report(outcome, of: record, kind: TransferKind(record.state))
         switch outcome {
         case .completed, .superseded, .cancelled:
