@@ -48,12 +48,7 @@ struct DemoS3Location: Sendable {
                 "--s3 bucket name \(String(reflecting: bucket)) is not valid: use 3 to 63 lowercase letters, "
                     + "digits, dots and hyphens, starting and ending with a letter or a digit.")
         }
-        for name in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"] where (environment[name] ?? "").isEmpty {
-            throw ValidationError(
-                "--s3 takes its credentials from the environment, and \(name) is not set: set "
-                    + "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary "
-                    + "credentials; AWS_REGION defaults to us-east-1).")
-        }
+        try AWSEnvironment.requireCredentials(in: environment, for: "--s3")
         var base = components
         base.path = ""
         guard let endpoint = base.url else {
@@ -62,8 +57,7 @@ struct DemoS3Location: Sendable {
         self.endpoint = endpoint
         self.bucket = bucket
         self.prefix = path.dropFirst().map { $0 + "/" }.joined()
-        let region = environment["AWS_REGION"] ?? ""
-        self.region = region.isEmpty ? "us-east-1" : region
+        self.region = AWSEnvironment.region(in: environment)
     }
 
     /// Whether S3 accepts `name` as a bucket name: 3 to 63 lowercase letters, digits, dots and hyphens,

@@ -153,13 +153,8 @@ struct S3Location: Sendable {
                 "--remote bucket name \(String(reflecting: bucket)) is not valid: use 3 to 63 lowercase letters, "
                     + "digits, dots and hyphens, starting and ending with a letter or a digit")
         }
-        for name in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"] where (environment[name] ?? "").isEmpty {
-            throw ValidationError(
-                "an s3:// remote takes its credentials from the environment, and \(name) is not set: set "
-                    + "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary credentials)")
-        }
-        let regionValue = environment["AWS_REGION"] ?? ""
-        region = regionValue.isEmpty ? "us-east-1" : regionValue
+        try AWSEnvironment.requireCredentials(in: environment, for: "an s3:// remote")
+        region = AWSEnvironment.region(in: environment)
         if let endpoint {
             guard let url = URL(string: endpoint), let parts = URLComponents(string: endpoint),
                 HTTPURL.isServer(scheme: parts.scheme, host: parts.host), parts.user == nil, parts.password == nil,
@@ -177,5 +172,25 @@ struct S3Location: Sendable {
         }
         self.bucket = bucket
         prefix = components.path.split(separator: "/", omittingEmptySubsequences: true).map { $0 + "/" }.joined()
+    }
+}
+
+/// The AWS variables the commands read credentials and the region from.
+enum AWSEnvironment {
+    /// Throws `ValidationError` naming the first of `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` that is
+    /// not set; `what` says what needs them (`--s3`, say).
+    static func requireCredentials(in environment: [String: String], for what: String) throws {
+        for name in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"] where (environment[name] ?? "").isEmpty {
+            throw ValidationError(
+                "\(what) takes its credentials from the environment, and \(name) is not set: set "
+                    + "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary "
+                    + "credentials; AWS_REGION defaults to us-east-1).")
+        }
+    }
+
+    /// `AWS_REGION`, or `us-east-1` when it is not set.
+    static func region(in environment: [String: String]) -> String {
+        let region = environment["AWS_REGION"] ?? ""
+        return region.isEmpty ? "us-east-1" : region
     }
 }
