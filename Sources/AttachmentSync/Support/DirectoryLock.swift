@@ -31,11 +31,12 @@ struct DirectoryLock: Sendable, Hashable {
     /// The locks this process holds, by resolved directory path.
     private static let held = LockedValue<[String: Held]>([:])
 
-    /// Takes the lock of `directory` (which exists), or shares it when this process holds it already.
+    /// Takes the lock of `directory` (which exists), or shares it when this process holds it already;
+    /// `nil` when the file system cannot lock it (some network volumes answer `flock` with `ENOLCK` or
+    /// `EOPNOTSUPP`): the queue then runs without the guard rather than not at all.
     ///
-    /// - Throws: ``AttachmentError/Code-swift.struct/directoryInUse`` when another process holds it;
-    ///   ``AttachmentError/Code-swift.struct/fileSystem`` when the directory cannot be opened or locked.
-    static func acquire(directory: URL) throws -> DirectoryLock {
+    /// - Throws: ``AttachmentError/Code-swift.struct/directoryInUse`` when another process holds it.
+    static func acquire(directory: URL) throws -> DirectoryLock? {
         let key = URL(fileURLWithPath: directory.path).resolvingSymlinksInPath().standardizedFileURL.path
         return try held.withLock { table in
             if var entry = table[key] {
@@ -44,9 +45,7 @@ struct DirectoryLock: Sendable, Hashable {
                 return DirectoryLock(key: key)
             }
             let descriptor = open(key, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            guard descriptor >= 0 else {
-                throw SystemFileOperations.error(errno, "open the attachments directory to lock it:", key)
-            }
+            guard descriptor >= 0 else { return nil }
             var result: Int32
             repeat {
                 result = flock(descriptor, LOCK_EX | LOCK_NB)
@@ -62,7 +61,7 @@ struct DirectoryLock: Sendable, Hashable {
                             + "progress",
                         path: key)
                 }
-                throw SystemFileOperations.error(code, "lock the attachments directory", key)
+                return nil
             }
             table[key] = Held(descriptor: descriptor, count: 1)
             return DirectoryLock(key: key)

@@ -11,6 +11,11 @@ extension AttachmentQueue {
         // Before anything is removed: another process's queue on this directory would lose saves in progress.
         if directoryLock == nil, localStorage.plainFileURL(filePath: attachmentsDirectory.path) != nil {
             directoryLock = try DirectoryLock.acquire(directory: attachmentsDirectory)
+            if directoryLock == nil {
+                logger.warning(
+                    "the attachments directory cannot be locked on this file system; run no other queue on it",
+                    metadata: ["directory": "\(attachmentsDirectory.path)"])
+            }
         }
         for subdirectory in configuration.subdirectories {
             try await localStorage.makeDir(path: localPath(subdirectory))
