@@ -261,8 +261,32 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
         let failure = beginCall(.upload, filename: attachment.filename)
         defer { endCall() }
         try await prepare(failure: failure)
+        if isCreateOnly, let existing = storedFiles[Key(attachment.filename)] {
+            guard existing == data else {
+                throw AttachmentError(
+                    code: .conflict,
+                    message: "Remote storage holds other content as '\(attachment.filename)'; nothing was replaced",
+                    attachmentId: attachment.id, name: attachment.filename)
+            }
+            return
+        }
         storedFiles[Key(attachment.filename)] = data
         storedHashes[Key(attachment.filename)] = attachment.contentHash
+    }
+
+    /// Whether uploads are create-only, as the library's real adapters are: other content under an existing
+    /// filename throws ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/conflict`` and is
+    /// not replaced; the same content succeeds. The default is `false`: uploads replace, as the PowerSync
+    /// docs' simplest adapters do.
+    public private(set) var isCreateOnly = false
+
+    /// Makes uploads create-only (see ``isCreateOnly``), or replacing again.
+    ///
+    /// ```swift
+    /// await storage.setCreateOnly(true)
+    /// ```
+    public func setCreateOnly(_ createOnly: Bool) {
+        isCreateOnly = createOnly
     }
 
     /// Returns the file named ``Attachment/filename``.
@@ -769,5 +793,34 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
 
     private func cancelInFlightWaiter(id: UInt64) {
         inFlightWaiters.removeValue(forKey: id)?.continuation.resume()
+    }
+}
+
+extension InMemoryRemoteStorage: ListableRemoteStorage {
+    /// Every stored file in one page, in the order of their names' UTF-8 bytes, named by filename, of
+    /// unknown age. Not a counted call: no latency, hold or injected failure applies.
+    public func listFiles(after continuation: String?) async throws -> RemoteFileListing {
+        guard continuation == nil else { return RemoteFileListing(files: [], next: nil) }
+        let files = storedFiles.map {
+            RemoteFile(storedName: $0.key.name, filename: $0.key.name, size: Int64($0.value.count))
+        }
+        .sorted { $0.storedName.utf8.lexicographicallyPrecedes($1.storedName.utf8) }
+        return RemoteFileListing(files: files, next: nil)
+    }
+
+    /// The filename itself.
+    public nonisolated func storedName(forFilename filename: String) throws -> String {
+        filename
+    }
+
+    /// Deletes the file with ``deleteFile(attachment:)`` (a counted delete call).
+    public func deleteListedFile(_ file: RemoteFile) async throws {
+        try await deleteFile(attachment: Attachment(id: file.storedName, filename: file.storedName, state: .archived))
+    }
+
+    /// The stored file's size and the SHA-256 stored with it; `nil` when there is none. Not a counted call.
+    public func fileInfo(attachment: Attachment) async throws -> RemoteObjectInfo? {
+        guard let data = storedFiles[Key(attachment.filename)] else { return nil }
+        return RemoteObjectInfo(size: Int64(data.count), sha256: storedHashes[Key(attachment.filename)])
     }
 }

@@ -21,6 +21,10 @@ struct ConformanceTests {
         let storage = InMemoryRemoteStorage()
         try await RemoteStorageConformance(adapter: storage, options: Self.strict).run()
         #expect(await storage.files.isEmpty, "the suite deletes what it uploads")
+        await storage.setCreateOnly(true)
+        var createOnly = Self.strict
+        createOnly.requiresCreateOnly = true
+        try await RemoteStorageConformance(adapter: storage, options: createOnly).run()
     }
 
     @Test("FileSystemRemoteStorage keeps the adapter contract")

@@ -83,12 +83,12 @@ struct RemoteRepairTests {
 
     @Test("a remote that cannot describe its files is a typed error, and nothing changes")
     func unlistableRemote() async throws {
-        let device = try QueueHarness()
+        let device = try QueueHarness(remote: SeedStyleRemote())
         _ = try await device.queue.saveFile(data: testBytes(100), mediaType: nil, fileExtension: "bin", id: "a")
         try await device.queue.syncNow()
         let error = await #expect(throws: AttachmentError.self) { try await device.queue.repairRemoteFiles() }
         #expect(error?.code == .unsupported)
-        #expect(error?.message.contains("InMemoryRemoteStorage") == true)
+        #expect(error?.message.contains("SeedStyleRemote") == true)
         #expect(try await device.state(of: "a") == .synced)
         await device.queue.close()
     }
