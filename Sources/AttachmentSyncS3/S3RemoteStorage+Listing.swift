@@ -37,6 +37,8 @@ extension S3RemoteStorage: ListableRemoteStorage {
                 let size = object.value("Size").flatMap({ Int64($0) })
             else { continue }
             let name = String(key.dropFirst(prefix.count))
+            // The delimiter keeps deeper keys out; a server that ignores it must not hand them to callers.
+            guard !name.contains("/") else { continue }
             files.append(
                 RemoteFile(
                     storedName: name, filename: name, size: size,

@@ -355,3 +355,48 @@ struct HostileServerTests {
         }
     }
 }
+
+/// An S3 listing from a server that ignores the delimiter or breaks its paging.
+@Suite("S3 listing from a hostile server")
+struct HostileS3ListingTests {
+    static func withListing(
+        _ xml: String, _ body: (S3RemoteStorage) async throws -> Void
+    ) async throws {
+        let server = try await ScriptedHTTPServer.start { _ in
+            ScriptedResponse(.ok, headers: [("content-type", "application/xml")], body: Data(xml.utf8))
+        }
+        let storage = try S3RemoteStorage(
+            configuration: .init(
+                endpoint: server.baseURL, bucket: "bucket",
+                credentials: .static(accessKeyId: "AKIDEXAMPLE", secretAccessKey: "secret"), keyPrefix: "p/"))
+        var failure: (any Error)?
+        do { try await body(storage) } catch { failure = error }
+        try await storage.shutdown()
+        await server.stop()
+        if let failure { throw failure }
+    }
+
+    @Test("keys deeper than the prefix are never listed, so gc can never be handed one")
+    func deeperKeysAreLeftOut() async throws {
+        let xml = """
+            <ListBucketResult><IsTruncated>false</IsTruncated>\
+            <Contents><Key>p/a.jpg</Key><Size>3</Size></Contents>\
+            <Contents><Key>p/deep/x.jpg</Key><Size>4</Size></Contents>\
+            <Contents><Key>other/b.jpg</Key><Size>5</Size></Contents>\
+            </ListBucketResult>
+            """
+        try await Self.withListing(xml) { storage in
+            let names = try await storage.allFiles().map(\.storedName)
+            #expect(names == ["a.jpg"])
+        }
+    }
+
+    @Test("a page that says there is more but gives no token is a typed error, not a loop")
+    func truncatedWithoutToken() async throws {
+        let xml = "<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>"
+        try await Self.withListing(xml) { storage in
+            let error = await #expect(throws: AttachmentError.self) { _ = try await storage.allFiles() }
+            #expect(error?.code == .remoteFailure)
+        }
+    }
+}
