@@ -146,6 +146,15 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
         }
     }
 
+    /// An adapter dropped without ``shutdown()`` still shuts the client it created down (in the background:
+    /// the client keeps itself alive until it has), rather than leave AsyncHTTPClient to trap on a client
+    /// that was never shut down.
+    deinit {
+        if ownsClient.withLock({ $0 }) {
+            transport.client.shutdown { _ in }
+        }
+    }
+
     /// The URL of the attachment's file: the base URL, `/`, and the filename percent-encoded as one segment.
     ///
     /// - Throws: `invalidName` for a filename that is empty, `.` or `..`, or contains `/` or `\`: servers decode

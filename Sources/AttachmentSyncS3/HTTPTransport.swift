@@ -28,6 +28,11 @@ struct HTTPTransport: Sendable {
     /// The largest error body read for its code and message.
     static let maxErrorBody = 64 * 1024
 
+    /// The logger handed to the HTTP client, which discards everything: at trace level the client logs each
+    /// request's head, whose URL (a presigned one's signature) and headers (a session token) are credentials.
+    /// The adapter's own lines go to ``logger``.
+    static let clientLogger = Logger(label: "AttachmentSyncS3.HTTPClient") { _ in SwiftLogNoOpLogHandler() }
+
     let client: HTTPClient
     /// `S3` or `HTTP`, for messages.
     let service: String
@@ -67,7 +72,7 @@ struct HTTPTransport: Sendable {
             metadata: ["service": "\(service)", "operation": "\(event.operation)", "object": "\(event.object)"])
         let response: HTTPClientResponse
         do {
-            response = try await client.execute(request, deadline: .distantFuture, logger: logger)
+            response = try await client.execute(request, deadline: .distantFuture, logger: Self.clientLogger)
         } catch {
             let mapped = HTTPErrorClassification.transportError(
                 error, service: service, operation: event.operation, object: event.object, attachmentId: attachmentId)

@@ -195,3 +195,28 @@ extension S3RemoteStorage {
         }
     }
 }
+
+extension S3RemoteStorage.Configuration {
+    /// Scheme, `Host` header and decoded path of a request for `key` (the bucket itself when `nil`).
+    func target(key: String?) -> (scheme: String, host: String, path: String) {
+        let endpoint = self.endpoint
+        let scheme = endpoint.scheme?.lowercased() ?? "https"
+        var host = endpoint.host ?? ""
+        if host.contains(":") { host = "[\(host)]" }
+        if addressing == .virtualHost {
+            host = "\(bucket).\(host)"
+        }
+        if let port = endpoint.port, port != (scheme == "https" ? 443 : 80) {
+            host += ":\(port)"
+        }
+        var path = endpoint.path
+        while path.hasSuffix("/") { path.removeLast() }
+        if addressing == .path {
+            path += "/" + bucket
+        }
+        if let key {
+            path += "/" + key
+        }
+        return (scheme, host, path.isEmpty ? "/" : path)
+    }
+}

@@ -61,7 +61,7 @@ extension S3RemoteStorage {
                 progress(TransferProgress(completedBytes: size, totalBytes: size))
                 return
             }
-            let uploadId = try await createMultipartUpload(key: key, attachment: attachment)
+            let uploadId = try await createMultipartUpload(key: key, size: size, attachment: attachment)
             state = MultipartUploadState(
                 bucket: bucket, key: key, fileSize: size, fileModificationTime: modificationTime, partSize: partSize,
                 uploadId: uploadId, createdAt: Date(), parts: [])
@@ -135,7 +135,7 @@ extension S3RemoteStorage {
 
     // MARK: - Requests
 
-    private func createMultipartUpload(key: String, attachment: Attachment) async throws -> String {
+    private func createMultipartUpload(key: String, size: Int64, attachment: Attachment) async throws -> String {
         var headers: [(name: String, value: String)] = []
         if let mediaType = attachment.mediaType, !mediaType.isEmpty {
             headers.append(("content-type", mediaType))
@@ -145,8 +145,9 @@ extension S3RemoteStorage {
         if let sha256 = validSHA256(attachment.contentHash) {
             headers.append((Self.sha256MetadataHeader, sha256))
         }
-        let request = S3Request(
+        var request = S3Request(
             method: .POST, key: key, query: [("uploads", "")], headers: headers, operation: "CreateMultipartUpload")
+        request.objectSize = size
         let response = try await send(request, attachmentId: attachment.id)
         let body = try await transport.collect(
             response, event: request.event, attachmentId: attachment.id, upTo: 1 << 20)

@@ -21,7 +21,8 @@ import NIOHTTP1
 ///   `integrityMismatch` or `remoteFailure`, and a ``RemoteHTTPError`` as the underlying error. No message
 ///   or log line ever contains a secret.
 ///
-/// The adapter creates an `HTTPClient` unless you pass one; call ``shutdown()`` when done with it.
+/// The adapter creates an `HTTPClient` unless you pass one; call ``shutdown()`` when done with it (an
+/// adapter released without it shuts its client down in the background).
 ///
 /// ```swift
 /// let storage = try S3RemoteStorage(configuration: .init(
@@ -49,6 +50,9 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     let signer: SigV4Signer
     let credentialsCache: CredentialsCache
     let uploadStore: MultipartUploadStore
+    /// Where requests get their presigned URLs when the adapter works for ``PresignedRemoteStorage``
+    /// (which signs nothing itself); `nil` when requests are signed with ``Configuration/credentials``.
+    let presigned: PresignedAuthorizations?
     /// Whether ``shutdown()`` shuts the client down (the adapter created it), and whether it has.
     private let ownedClientState: LockedValue<OwnedClient>
 
@@ -67,8 +71,15 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     ///     The default is `nil`.
     /// - Throws: ``AttachmentSync/AttachmentError`` with code `invalidConfiguration` naming the first option out
     ///   of range (a part size under 5 MiB, say).
-    public init(configuration: Configuration, httpClient: HTTPClient? = nil) throws {
+    public convenience init(configuration: Configuration, httpClient: HTTPClient? = nil) throws {
+        try self.init(configuration: configuration, httpClient: httpClient, presigned: nil)
+    }
+
+    /// Creates an adapter that signs its requests itself (`presigned` is `nil`) or sends each to the URL
+    /// `presigned` gets for it.
+    init(configuration: Configuration, httpClient: HTTPClient?, presigned: PresignedAuthorizations?) throws {
         try configuration.validate()
+        self.presigned = presigned
         self.configuration = configuration
         let client =
             httpClient
@@ -94,6 +105,19 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
         }
         if shouldShutDown {
             try await transport.client.shutdown()
+        }
+    }
+
+    /// An adapter dropped without ``shutdown()`` still shuts the client it created down (in the background:
+    /// the client keeps itself alive until it has), rather than leave AsyncHTTPClient to trap on a client
+    /// that was never shut down.
+    deinit {
+        let running = ownedClientState.withLock { state -> Bool in
+            guard case .running = state else { return false }
+            return true
+        }
+        if running {
+            transport.client.shutdown { _ in }
         }
     }
 
@@ -388,25 +412,7 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
 
     /// Scheme, `Host` header and decoded path of a request for `key` (the bucket itself when `nil`).
     func target(key: String?) -> (scheme: String, host: String, path: String) {
-        let endpoint = configuration.endpoint
-        let scheme = endpoint.scheme?.lowercased() ?? "https"
-        var host = endpoint.host ?? ""
-        if host.contains(":") { host = "[\(host)]" }
-        if configuration.addressing == .virtualHost {
-            host = "\(configuration.bucket).\(host)"
-        }
-        if let port = endpoint.port, port != (scheme == "https" ? 443 : 80) {
-            host += ":\(port)"
-        }
-        var path = endpoint.path
-        while path.hasSuffix("/") { path.removeLast() }
-        if configuration.addressing == .path {
-            path += "/" + configuration.bucket
-        }
-        if let key {
-            path += "/" + key
-        }
-        return (scheme, host, path.isEmpty ? "/" : path)
+        configuration.target(key: key)
     }
 
     /// Signs and sends a request; returns the response when `accepts` its status, and otherwise throws the
@@ -415,6 +421,9 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
         _ s3Request: S3Request, attachmentId: String?,
         accepts: @escaping (HTTPResponseStatus) -> Bool = { (200..<300).contains($0.code) }
     ) async throws -> HTTPClientResponse {
+        if let presigned {
+            return try await sendPresigned(s3Request, with: presigned, attachmentId: attachmentId, accepts: accepts)
+        }
         let credentials = try await credentialsCache.current()
         let target = target(key: s3Request.key)
         let signed = signer.sign(
@@ -428,17 +437,7 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
         for (name, value) in signed.headers {
             request.headers.add(name: name, value: value)
         }
-        switch s3Request.body {
-        case .empty:
-            if s3Request.method == .PUT || s3Request.method == .POST {
-                request.body = .bytes(ByteBuffer())
-            }
-        case .data(let data):
-            request.body = .bytes(ByteBuffer(bytes: data))
-        case .file(let url, let offset, let length, let onChunk):
-            request.body = .stream(
-                FileChunks(url: url, offset: offset, length: length, onChunk: onChunk), length: .known(length))
-        }
+        request.body = s3Request.body.requestBody(for: s3Request.method)
         let response: HTTPClientResponse
         do {
             response = try await transport.send(
@@ -475,8 +474,34 @@ struct S3Request: Sendable {
     /// The S3 operation's name, for messages and the test observer.
     var operation: String
     var partNumber: Int?
+    /// The whole file's size, for `CreateMultipartUpload` (a presigning backend checks it against its limit).
+    var objectSize: Int64?
 
     var event: RequestEvent {
         RequestEvent(operation: operation, method: method.rawValue, object: key ?? "", partNumber: partNumber)
+    }
+}
+
+extension S3Request.Body {
+    /// The body as the HTTP client sends it: nothing, bytes, or the file range streamed.
+    func requestBody(for method: HTTPMethod) -> HTTPClientRequest.Body? {
+        switch self {
+        case .empty:
+            return method == .PUT || method == .POST ? .bytes(ByteBuffer()) : nil
+        case .data(let data):
+            return .bytes(ByteBuffer(bytes: data))
+        case .file(let url, let offset, let length, let onChunk):
+            return .stream(
+                FileChunks(url: url, offset: offset, length: length, onChunk: onChunk), length: .known(length))
+        }
+    }
+
+    /// The body's length in bytes.
+    var length: Int64 {
+        switch self {
+        case .empty: 0
+        case .data(let data): Int64(data.count)
+        case .file(_, _, let length, _): length
+        }
     }
 }

@@ -58,7 +58,8 @@ extension S3QueueDevice {
     /// photos, as `.jpg` files. The periodic pass is short and retries wait little, so a missed trigger or a
     /// transient failure costs a second, not the test's deadline; `configure` changes the rest.
     static func with<T>(
-        folder: URL, storage: S3RemoteStorage, configure: (inout AttachmentQueue.Configuration) -> Void = { _ in },
+        folder: URL, storage: any RemoteStorageAdapter,
+        configure: (inout AttachmentQueue.Configuration) -> Void = { _ in },
         _ body: (S3QueueDevice) async throws -> T
     ) async throws -> T {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
