@@ -31,6 +31,10 @@ struct DemoCommand: AsyncParsableCommand {
             reads the remote copies back through the S3 adapter to compare them, and deletes its objects at \
             the end unless --keep is given.
 
+            With --presigned (and --s3), the devices hold no credentials: every request they make goes to a \
+            URL the demo's in-process backend presigns for it (PresignedRemoteStorage on the devices, \
+            PresignedURLIssuer on the backend, limited to this run's key prefix), as a shipped app's would.
+
             With --on-demand, B's queue downloads nothing by itself: B gets a record per photo (metadata, \
             no content), then fetches the first few on request, showing their progress, and purges one \
             (its content goes, its record stays, the remote copy too). Steps 3 and 4 follow as before.
@@ -56,6 +60,13 @@ struct DemoCommand: AsyncParsableCommand {
                 + "AWS_SESSION_TOKEN; region from AWS_REGION (default us-east-1).",
             valueName: "url"))
     var s3: String?
+
+    /// Whether the devices go through presigned URLs from an in-process backend.
+    @Flag(
+        help: ArgumentHelp(
+            "With --s3: the devices hold no credentials and get a presigned URL for each request from the "
+                + "demo's in-process backend."))
+    var presigned = false
 
     /// Whether device B fetches photos only on request.
     @Flag(
@@ -83,6 +94,9 @@ struct DemoCommand: AsyncParsableCommand {
             throw ValidationError("--timeout must be a positive number of seconds, not \(timeout).")
         }
         _ = try s3Location()
+        guard !presigned || s3 != nil else {
+            throw ValidationError("--presigned needs --s3: the presigned URLs are for an S3 bucket.")
+        }
     }
 
     /// The bucket `--s3` names, or `nil` without `--s3`.
@@ -100,7 +114,8 @@ struct DemoCommand: AsyncParsableCommand {
         }
         return try DemoS3Remote(
             location: location, runPrefix: "attachment-sync-demo-\(UUID().uuidString.prefix(8).lowercased())/",
-            stateDirectory: root.appendingPathComponent("s3-multipart-uploads", isDirectory: true), logger: logger)
+            stateDirectory: root.appendingPathComponent("s3-multipart-uploads", isDirectory: true),
+            presigned: presigned, logger: logger)
     }
 
     func run() async throws {

@@ -81,6 +81,40 @@ struct DemoS3CommandTests {
         }
     }
 
+    @Test("with --presigned the devices go through the in-process backend's URLs, converge and leave nothing behind")
+    func demoConvergesThroughPresignedURLs() async throws {
+        try await Self.withNewBucket("demo-presigned") { bucket in
+            // Given the built tool and a bucket that does not exist yet
+            let tool = try CommandLineTool.locate()
+
+            // When the demo runs with --presigned and four photos
+            let result = try await tool.run(
+                ["demo", "--s3", Self.url(bucket: bucket.name), "--presigned", "--count", "4", "--timeout", "60"],
+                environment: Self.credentials)
+
+            // Then it converged the same way, every request authorised by the backend, and no URL was shown
+            #expect(result.status == 0, "stdout: \(result.standardOutput)\nstderr: \(result.standardError)")
+            #expect(result.standardOutput.contains("through presigned URLs (the devices hold no credentials"))
+            #expect(result.standardOutput.contains("demo converged"))
+            #expect(result.standardOutput.contains("4/4 photos identical on A, remote and B"))
+            let rows = Self.tableRows(result.standardOutput)
+            #expect(rows.contains { $0.starts(with: ["A", "0", "0", "0", "3", "0", "3"]) })
+            #expect(rows.contains { $0.starts(with: ["B", "0", "0", "0", "3", "1", "4"]) })
+            let authorised = result.standardOutput.split(separator: "\n")
+                .first { $0.hasPrefix("the backend authorised ") }?.split(separator: " ").dropFirst(3).first
+                .flatMap { Int($0) }
+            #expect((authorised ?? 0) >= 4 + 4 + 1, "at least an upload and a download per photo and a delete")
+            for text in [result.standardOutput, result.standardError] {
+                #expect(!text.contains(bucket.server.secretKey))
+                #expect(!text.contains("X-Amz-Signature"))
+            }
+            let storage = try bucket.makeStorage()
+            let keys = try await storage.listKeys()
+            try await storage.shutdown()
+            #expect(keys.isEmpty, "left behind: \(keys)")
+        }
+    }
+
     @Test("with --on-demand and --keep, under the URL's key prefix, the remaining photos stay in the bucket")
     func demoOnDemandKeepsObjectsUnderPrefix() async throws {
         try await Self.withNewBucket("demo-keep") { bucket in
@@ -137,6 +171,7 @@ struct DemoS3CommandTests {
                 ["--s3", "http://127.0.0.1:7480/bucket"], ["AWS_ACCESS_KEY_ID": "key", "AWS_SECRET_ACCESS_KEY": ""],
                 "AWS_SECRET_ACCESS_KEY is not set"
             ),
+            (["--presigned"], Self.credentials, "--presigned needs --s3"),
         ]
         for (arguments, environment, message) in cases {
             // When the demo is started with it

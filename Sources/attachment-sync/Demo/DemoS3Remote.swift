@@ -3,15 +3,22 @@ import AttachmentSyncS3
 import Foundation
 import Logging
 
-/// The remote of `demo --s3`: a key prefix of its own in a real bucket, through ``S3RemoteStorage``.
+/// The remote of `demo --s3`: a key prefix of its own in a real bucket, through ``S3RemoteStorage``, or with
+/// `--presigned` through ``PresignedRemoteStorage``: the devices then hold no credentials and get a presigned
+/// URL for every request from the demo's in-process backend (a ``PresignedURLIssuer`` for this run's prefix).
 ///
 /// The demo looks at the bucket through the same adapter the queues use: it reads an object by
 /// downloading it, and finds the objects it wrote by trying the names of every photo the devices know of,
 /// so it needs no permission beyond reading, writing and deleting objects (and creating the bucket when it
 /// is missing).
 struct DemoS3Remote: DemoRemote {
-    /// The adapter both devices use.
+    /// The backend's adapter, holding the credentials: the devices' adapter without `--presigned`, and the
+    /// demo's way of looking at and cleaning up the bucket.
     let s3: S3RemoteStorage
+    /// The devices' adapter with `--presigned`: no credentials, every request authorised by the backend.
+    let presigned: PresignedRemoteStorage?
+    /// How many operations the backend authorised, with `--presigned`.
+    let authorizations = LockedValue(0)
     /// Where the objects go.
     let location: String
 
@@ -21,21 +28,40 @@ struct DemoS3Remote: DemoRemote {
     ///   - location: The server, bucket and prefix `--s3` named.
     ///   - runPrefix: This run's own key prefix (`attachment-sync-demo-<random>/`), so runs never collide.
     ///   - stateDirectory: Where the adapter keeps the state of multipart uploads.
+    ///   - presigned: Whether the devices go through presigned URLs from an in-process backend.
     ///   - logger: Where the adapter logs, or `nil` to keep it quiet.
-    init(location: DemoS3Location, runPrefix: String, stateDirectory: URL, logger: Logger?) throws {
+    init(location: DemoS3Location, runPrefix: String, stateDirectory: URL, presigned: Bool, logger: Logger?) throws {
         var configuration = S3RemoteStorage.Configuration(
             endpoint: location.endpoint, region: location.region, bucket: location.bucket,
             credentials: .environment, keyPrefix: location.prefix + runPrefix, addressing: .path)
         configuration.stateDirectory = stateDirectory
         if let logger { configuration.logger = logger }
         s3 = try S3RemoteStorage(configuration: configuration)
+        if presigned {
+            // The backend: signs URLs for this run's prefix only, up to 1 GiB an object.
+            let issuer = try PresignedURLIssuer(storage: configuration, maxObjectSize: 1 << 30)
+            let counter = authorizations
+            var device = PresignedRemoteStorage.Configuration { operation in
+                counter.withLock { $0 += 1 }
+                return try await issuer.authorize(operation)
+            }
+            device.stateDirectory = stateDirectory.appendingPathComponent("presigned", isDirectory: true)
+            if let logger { device.logger = logger }
+            self.presigned = try PresignedRemoteStorage(configuration: device)
+        } else {
+            self.presigned = nil
+        }
         var base = location.endpoint.absoluteString
         while base.hasSuffix("/") { base.removeLast() }
         self.location = "\(base)/\(location.bucket)/\(configuration.keyPrefix)"
     }
 
-    var storage: any RemoteStorageAdapter { s3 }
-    var kind: String { "one S3 bucket" }
+    var storage: any RemoteStorageAdapter { presigned ?? s3 }
+    var kind: String {
+        presigned == nil
+            ? "one S3 bucket"
+            : "one S3 bucket through presigned URLs (the devices hold no credentials; the demo plays the backend)"
+    }
 
     /// Creates the bucket, or finds it there already.
     func prepare() async throws {
@@ -89,6 +115,11 @@ struct DemoS3Remote: DemoRemote {
                     "could not remove \(failures.count) of the demo's objects under \(location): "
                     + failures.prefix(3).joined(separator: "; ")
             }
+        }
+        if let presigned {
+            let count = authorizations.withLock { $0 }
+            line = (line.map { $0 + "\n" } ?? "") + "the backend authorised \(count) requests with presigned URLs"
+            try? await presigned.shutdown()
         }
         do {
             try await s3.shutdown()
