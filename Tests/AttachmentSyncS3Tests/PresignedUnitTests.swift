@@ -187,6 +187,31 @@ struct PresignedUnitTests {
         #expect(error?.message.contains("passwd") == false)
     }
 
+    @Test("an authorisation is reused up to the renewal margin before its expiry, renewed from there and on demand")
+    func renewalMargin() async throws {
+        let start = Date(timeIntervalSince1970: 1_800_000_000)
+        let now = LockedValue(start)
+        let calls = LockedValue(0)
+        let cache = PresignedAuthorizations(
+            authorize: { _ in
+                let call = calls.withLock { calls -> Int in
+                    calls += 1
+                    return calls
+                }
+                return PresignedAuthorization(
+                    url: URL(string: "https://h/\(call)")!, expiresAt: start.addingTimeInterval(900))
+            }, margin: .seconds(60), now: { now.withLock { $0 } })
+        let operation = PresignedOperation(kind: .get, filename: "a")
+        #expect(try await cache.authorization(for: operation, renewing: false).url.path == "/1")
+        now.withLock { $0 = start.addingTimeInterval(839) }
+        #expect(try await cache.authorization(for: operation, renewing: false).url.path == "/1")
+        now.withLock { $0 = start.addingTimeInterval(840) }
+        #expect(try await cache.authorization(for: operation, renewing: false).url.path == "/2")
+        #expect(try await cache.authorization(for: operation, renewing: true).url.path == "/3")
+        await cache.invalidate(operation)
+        #expect(try await cache.authorization(for: operation, renewing: false).url.path == "/4")
+    }
+
     @Test("each S3 request maps to the operation a backend checks")
     func requestsMapToOperations() throws {
         let body = S3Request.Body.data(Data(count: 7))
