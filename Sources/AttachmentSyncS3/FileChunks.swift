@@ -17,12 +17,16 @@ struct FileChunks: AsyncSequence, Sendable {
     let length: Int64
     /// Called with the size of each chunk as it is handed to the client.
     let onChunk: @Sendable (Int) -> Void
+    /// The bandwidth cap each chunk waits for: the one of the task that made the body (the HTTP client reads
+    /// it in a task of its own).
+    var throttle: BandwidthThrottle? = BandwidthThrottle.current
 
     struct AsyncIterator: AsyncIteratorProtocol {
         let url: URL
         var position: Int64
         var remaining: Int64
         let onChunk: @Sendable (Int) -> Void
+        let throttle: BandwidthThrottle?
         var handle: FileHandle?
 
         mutating func next() async throws -> ByteBuffer? {
@@ -45,6 +49,7 @@ struct FileChunks: AsyncSequence, Sendable {
                     message: "\(url.path) ended \(remaining) bytes early while it was being uploaded",
                     path: url.path)
             }
+            try await throttle?.take(data.count)
             position += Int64(data.count)
             remaining -= Int64(data.count)
             onChunk(data.count)
@@ -53,7 +58,8 @@ struct FileChunks: AsyncSequence, Sendable {
     }
 
     func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(url: url, position: offset, remaining: length, onChunk: onChunk, handle: nil)
+        AsyncIterator(
+            url: url, position: offset, remaining: length, onChunk: onChunk, throttle: throttle, handle: nil)
     }
 }
 

@@ -205,6 +205,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
         let sha256 = PayloadDigests.of(data).sha256
         try S3RemoteStorage.checkContent(sha256, of: attachment, key: attachment.filename)
         if try await isUploaded(sha256, attachment) { return }
+        try await BandwidthThrottle.current?.take(data.count)
         try await storeContentHash(sha256, of: attachment)
         var request = try await request(.PUT, attachment: attachment)
         if let mediaType = attachment.mediaType, !mediaType.isEmpty {

@@ -121,6 +121,7 @@ struct HTTPTransport: Sendable {
         if let length, length > Self.maximumInMemoryDownload { throw tooLarge() }
         do {
             let buffer = try await response.body.collect(upTo: Int(length ?? Self.maximumInMemoryDownload))
+            try await BandwidthThrottle.current?.take(buffer.readableBytes)
             return Data(buffer.readableBytesView)
         } catch is NIOTooManyBytesError {
             throw tooLarge()
@@ -292,8 +293,10 @@ struct HTTPTransport: Sendable {
     ) async throws -> Int64 {
         var written: Int64 = 0
         progress(TransferProgress(completedBytes: base, totalBytes: total))
+        let throttle = BandwidthThrottle.current
         do {
             for try await chunk in response.body {
+                try await throttle?.take(chunk.readableBytes)
                 let count = Int64(chunk.readableBytes)
                 if let limit, base + written + count > limit {
                     throw AttachmentError(

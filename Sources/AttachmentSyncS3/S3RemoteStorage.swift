@@ -132,6 +132,7 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
         let key = try objectKey(for: attachment)
         let digests = PayloadDigests.of(data)
         try Self.checkContent(digests.sha256, of: attachment, key: key)
+        try await BandwidthThrottle.current?.take(data.count)
         let request = S3Request(
             method: .PUT, key: key, headers: uploadHeaders(attachment, md5: digests.md5, sha256: digests.sha256),
             body: .data(data), payload: .sha256(digests.sha256), operation: "PutObject")

@@ -261,6 +261,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
         let failure = beginCall(.upload, filename: attachment.filename)
         defer { endCall() }
         try await prepare(failure: failure)
+        try await takeBandwidth(data.count)
         if isCreateOnly, let existing = storedFiles[Key(attachment.filename)] {
             guard existing == data else {
                 throw AttachmentError(
@@ -305,7 +306,20 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
         defer { endCall() }
         try await prepare(failure: failure)
         let data = try storedFile(for: attachment)
+        try await takeBandwidth(data.count)
         return data
+    }
+
+    /// Waits, chunk by chunk, until the queue's bandwidth cap (``BandwidthThrottle/current``) lets `count`
+    /// bytes through, as a real transfer would.
+    private func takeBandwidth(_ count: Int) async throws {
+        guard let throttle = BandwidthThrottle.current else { return }
+        var taken = 0
+        while taken < count {
+            let chunk = min(chunkSize, count - taken)
+            try await throttle.take(chunk)
+            taken += chunk
+        }
     }
 
     /// Deletes the file named ``Attachment/filename``; succeeds when there is no such file.
@@ -372,6 +386,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
             try Task.checkCancellation()
             var end = min(position + Int64(chunkSize), total)
             if let holdOffset = downloadHoldOffset, !passedHold, position < holdOffset { end = min(end, holdOffset) }
+            try await BandwidthThrottle.current?.take(Int(end - position))
             try handle.write(contentsOf: data[Int(position)..<Int(end)])
             bytesServed += end - position
             position = end

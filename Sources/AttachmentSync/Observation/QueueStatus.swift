@@ -62,6 +62,9 @@ public struct QueueStatus: Sendable {
     /// ``AttachmentQueue/Configuration/adaptiveConcurrency``); `nil` when it runs the configured
     /// ``AttachmentQueue/Configuration/maxConcurrentTransfers``.
     public var throttledConcurrency: Int? = nil
+    /// The caps on bytes per second the queue's transfers move (``AttachmentQueue/Configuration/bandwidthLimit``),
+    /// or `nil` when there are none.
+    public var bandwidthLimit: BandwidthLimit? = nil
     /// Attachments waiting for a retry, soonest first.
     public var waitingForRetry: [Retry]
     /// The downloads among ``waitingForRetry`` whose remote file does not exist yet: the devices that saved
@@ -142,6 +145,7 @@ extension AttachmentQueue {
         let statusSQL = store.statusSQL
         let progress = progressCenter
         let budget = configuration.maxCacheBytes
+        let bandwidthLimit = configuration.bandwidthLimit
         let task = Task {
             let latestRows = LockedValue<[StatusRow]?>(nil)
             let (changes, changed) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
@@ -161,7 +165,9 @@ extension AttachmentQueue {
                 }
                 for await _ in changes {
                     guard let rows = latestRows.withLock({ $0 }) else { continue }
-                    continuation.yield(Self.snapshot(rows, progress: progress, budget: budget))
+                    var status = Self.snapshot(rows, progress: progress, budget: budget)
+                    status.bandwidthLimit = bandwidthLimit
+                    continuation.yield(status)
                 }
                 group.cancelAll()
             }

@@ -63,6 +63,11 @@ extension AttachmentQueue {
         public var progressInterval: Duration = .milliseconds(100)
         /// The most transfers (uploads, downloads and deletes together) running at once. The default is 4.
         public var maxConcurrentTransfers: Int = 4
+        /// Caps on the bytes per second all uploads, and all downloads, move together (a token bucket per
+        /// direction on ``clock``), like rclone's `--bwlimit`. The library's adapters honour it chunk by
+        /// chunk; an adapter of your own does by taking from ``BandwidthThrottle/current`` (see there).
+        /// Shown in ``QueueStatus/bandwidthLimit``. The default is `nil`: no cap.
+        public var bandwidthLimit: BandwidthLimit?
         /// Whether the queue runs fewer transfers at once while remote storage refuses as overloaded: each
         /// such answer (429, 503 SlowDown or a `Retry-After`, see ``RemoteOverloadSignal``; not a failed
         /// connection) halves the number (once per round of transfers, down to 1), and each answer after that adds back
@@ -140,6 +145,7 @@ extension AttachmentQueue {
             guard progressInterval >= .zero else {
                 throw fail("progressInterval", "is negative: \(progressInterval)")
             }
+            try bandwidthLimit?.validate()
             guard maxConcurrentTransfers >= 1 else {
                 throw fail("maxConcurrentTransfers", "must be at least 1, not \(maxConcurrentTransfers)")
             }

@@ -61,6 +61,8 @@ public actor AttachmentQueue {
     let timestamps: MonotonicTimestamps
     let reconciler: Reconciler
     let progressCenter: ProgressCenter
+    /// The caps of ``Configuration/bandwidthLimit``, one per direction that has one.
+    let throttles: TransferWorker.Throttles
     /// What happens to attachments, for ``events``: it keeps the newest 10,000 events a reader has not taken.
     let eventCenter = Broadcaster<AttachmentEvent>(bufferingPolicy: .bufferingNewest(10_000))
 
@@ -146,6 +148,7 @@ public actor AttachmentQueue {
         self.reconciler = Reconciler(policy: configuration.downloadPolicy)
         self.progressCenter = ProgressCenter(
             clock: configuration.clock, interval: max(.zero, configuration.progressInterval))
+        self.throttles = TransferWorker.Throttles(limit: configuration.bandwidthLimit, clock: configuration.clock)
     }
 
     /// Creates a queue with the parameters of the PowerSync attachment helpers (a convenience over

@@ -96,11 +96,13 @@ extension FileOperations {
         defer { output.close() }
         var hasher = SHA256()
         var size: Int64 = 0
+        let throttle = BandwidthThrottle.current
         while true {
             try Task.checkCancellation()
             let chunk =
                 try fileSystem(path: source) { try input.read(upToCount: FileStreaming.chunkSize) } ?? Data()
             if chunk.isEmpty { break }
+            try await throttle?.take(chunk.count)
             try output.write(chunk)
             if hashing { hasher.update(data: chunk) }
             size += Int64(chunk.count)
@@ -126,11 +128,13 @@ extension FileOperations {
         var position = start
         try fileSystem(path: source) { try input.seek(toOffset: UInt64(start)) }
         progress?(TransferProgress(completedBytes: min(position, total ?? position), totalBytes: total))
+        let throttle = BandwidthThrottle.current
         while true {
             try Task.checkCancellation()
             let chunk =
                 try fileSystem(path: source) { try input.read(upToCount: FileStreaming.chunkSize) } ?? Data()
             if chunk.isEmpty { break }
+            try await throttle?.take(chunk.count)
             try output.write(chunk)
             position += Int64(chunk.count)
             progress?(TransferProgress(completedBytes: position, totalBytes: total))

@@ -43,6 +43,7 @@ public struct FileSystemRemoteStorage: RemoteStorageAdapter {
         let target = try path(for: attachment)
         try files.makeDirectory(atPath: directory.path)
         let staging = directory.appendingPathComponent(FileName.uniqueTemporaryName()).path
+        try await BandwidthThrottle.current?.take(data.count)
         do {
             try files.writeDurably(data, toPath: staging)
             try await create(target, from: staging, sha256: FileStreaming.sha256(data), attachment: attachment)
@@ -55,7 +56,9 @@ public struct FileSystemRemoteStorage: RemoteStorageAdapter {
     /// Reads the file; throws ``AttachmentError/Code-swift.struct/remoteNotFound`` when it does not exist.
     public func downloadFile(attachment: Attachment) async throws -> Data {
         let source = try existingFile(for: attachment)
-        return try fileSystem(path: source) { try Data(contentsOf: URL(fileURLWithPath: source)) }
+        let data = try fileSystem(path: source) { try Data(contentsOf: URL(fileURLWithPath: source)) }
+        try await BandwidthThrottle.current?.take(data.count)
+        return data
     }
 
     /// Copies the file into the folder in chunks (bounded memory), atomically and durably, with its SHA-256

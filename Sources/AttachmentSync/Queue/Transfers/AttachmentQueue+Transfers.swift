@@ -41,7 +41,7 @@ extension AttachmentQueue {
             failurePolicy: FailurePolicy(
                 retryBackoff: configuration.retryBackoff, maxAttempts: configuration.maxAttempts,
                 notUploadedYetBackoff: configuration.notUploadedYetBackoff),
-            wallClock: wallClock, progress: progressCenter, files: files)
+            wallClock: wallClock, progress: progressCenter, files: files, throttles: throttles)
     }
 
     /// Starts the transfer the record's state calls for. The caller has checked that none is in flight for

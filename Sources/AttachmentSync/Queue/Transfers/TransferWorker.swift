@@ -18,6 +18,19 @@ struct TransferWorker: Sendable {
     let wallClock: WallClock
     let progress: ProgressCenter
     let files: any FileOperations
+    let throttles: Throttles
+
+    /// The bandwidth caps of a queue's uploads and downloads: made ``BandwidthThrottle/current`` while the
+    /// adapter moves a file in that direction.
+    struct Throttles: Sendable {
+        var upload: BandwidthThrottle?
+        var download: BandwidthThrottle?
+
+        init(limit: BandwidthLimit?, clock: any Clock<Duration>) {
+            upload = limit?.uploadBytesPerSecond.map { BandwidthThrottle(bytesPerSecond: $0, clock: clock) }
+            download = limit?.downloadBytesPerSecond.map { BandwidthThrottle(bytesPerSecond: $0, clock: clock) }
+        }
+    }
 
     /// Runs one transfer and commits its result, off the actor. `onDemand` runs a download whatever the
     /// record's state (a remote-only `synced` or `archived` record, say).
@@ -68,8 +81,10 @@ struct TransferWorker: Sendable {
                 }
             }
             progress.begin(id, direction: .upload, totalBytes: size)
-            try await remote.uploadFile(fileURL: url, attachment: attachment) {
-                progress.report(id, $0)
+            try await BandwidthThrottle.$current.withValue(throttles.upload) {
+                try await remote.uploadFile(fileURL: url, attachment: attachment) {
+                    progress.report(id, $0)
+                }
             }
         } else {
             let data = try await local.readFile(filePath: path, mediaType: record.mediaType)
@@ -78,7 +93,9 @@ struct TransferWorker: Sendable {
                 return try await giveUp(record, because: damaged, attempts: record.attempts + 1)
             }
             progress.begin(id, direction: .upload, totalBytes: size)
-            try await remote.uploadFile(data: data, attachment: attachment)
+            try await BandwidthThrottle.$current.withValue(throttles.upload) {
+                try await remote.uploadFile(data: data, attachment: attachment)
+            }
         }
         let store = store
         let timestamp = timestamps.next()
@@ -134,14 +151,18 @@ struct TransferWorker: Sendable {
                     progress.begin(id, direction: .download, completedBytes: partial, totalBytes: record.size)
                     logger.debug(
                         "resuming a download", metadata: ["attachment": "\(id)", "offset": "\(partial)"])
-                    info = try await remote.downloadFile(attachment: attachment, into: staging, from: partial) {
-                        progress.report(id, $0)
+                    info = try await BandwidthThrottle.$current.withValue(throttles.download) {
+                        try await remote.downloadFile(attachment: attachment, into: staging, from: partial) {
+                            progress.report(id, $0)
+                        }
                     }
                 } else {
                     try await local.deleteFile(filePath: stagingPath)
                     progress.begin(id, direction: .download, totalBytes: record.size)
-                    info = try await remote.downloadFile(attachment: attachment, into: staging, from: 0) {
-                        progress.report(id, $0)
+                    info = try await BandwidthThrottle.$current.withValue(throttles.download) {
+                        try await remote.downloadFile(attachment: attachment, into: staging, from: 0) {
+                            progress.report(id, $0)
+                        }
                     }
                 }
                 try files.synchronizeFile(atPath: stagingPath)
@@ -149,7 +170,9 @@ struct TransferWorker: Sendable {
                 try Self.verify(size: size, sha256: sha256, of: record, remote: info, path: stagingPath)
             } else {
                 progress.begin(id, direction: .download, totalBytes: record.size)
-                let data = try await remote.downloadFile(attachment: attachment)
+                let data = try await BandwidthThrottle.$current.withValue(throttles.download) {
+                    try await remote.downloadFile(attachment: attachment)
+                }
                 (size, sha256) = (Int64(data.count), FileStreaming.sha256(data))
                 try Self.verify(size: size, sha256: sha256, of: record, remote: RemoteObjectInfo(), path: stagingPath)
                 _ = try await local.saveFile(filePath: stagingPath, data: data)
