@@ -36,18 +36,21 @@ struct Device: Sendable {
     ///     synced.
     ///   - maxConcurrentTransfers: The queue's bound; `nil` keeps the default (4).
     ///   - archivedCacheLimit: Archived files kept; `nil` keeps the default (100).
+    ///   - configure: Changes the rest of the configuration.
     init(
         in folder: WorkFolder,
         remote: any RemoteStorageAdapter,
         watchFileExtension: String? = nil,
         maxConcurrentTransfers: Int? = nil,
-        archivedCacheLimit: Int64? = nil
+        archivedCacheLimit: Int64? = nil,
+        configure: (inout AttachmentQueue.Configuration) -> Void = { _ in }
     ) throws {
         let db = try LocalDatabase(path: folder.path("app.sqlite"), schema: Self.schema)
         let attachmentsDirectory = folder.file("attachments")
         var configuration = Self.baseConfiguration(attachmentsDirectory: attachmentsDirectory.path)
         if let maxConcurrentTransfers { configuration.maxConcurrentTransfers = maxConcurrentTransfers }
         if let archivedCacheLimit { configuration.archivedCacheLimit = archivedCacheLimit }
+        configure(&configuration)
         var watch: (@Sendable () throws -> AsyncThrowingStream<[WatchedAttachmentItem], any Error>)?
         if let ext = watchFileExtension {
             watch = {
@@ -128,18 +131,20 @@ func withDeadline<T: Sendable>(
 }
 
 /// Opens a ``Device``, runs `body` with it, and closes it afterwards, whether `body` throws or not. The
-/// parameters are those of ``Device/init(in:remote:watchFileExtension:maxConcurrentTransfers:archivedCacheLimit:)``.
+/// parameters are those of
+/// ``Device/init(in:remote:watchFileExtension:maxConcurrentTransfers:archivedCacheLimit:configure:)``.
 func withDevice<T: Sendable>(
     in folder: WorkFolder,
     remote: any RemoteStorageAdapter,
     watchFileExtension: String? = nil,
     maxConcurrentTransfers: Int? = nil,
     archivedCacheLimit: Int64? = nil,
+    configure: (inout AttachmentQueue.Configuration) -> Void = { _ in },
     _ body: (Device) async throws -> T
 ) async throws -> T {
     let device = try Device(
         in: folder, remote: remote, watchFileExtension: watchFileExtension,
-        maxConcurrentTransfers: maxConcurrentTransfers, archivedCacheLimit: archivedCacheLimit)
+        maxConcurrentTransfers: maxConcurrentTransfers, archivedCacheLimit: archivedCacheLimit, configure: configure)
     do {
         let result = try await body(device)
         await device.close()

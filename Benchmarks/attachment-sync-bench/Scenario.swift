@@ -75,6 +75,10 @@ struct Scenario: Sendable {
             summary: "stopSync latency with 50 transfers in flight (target < 100 ms)",
             run: StopLatencyScenario.run),
         Scenario(
+            name: "P14",
+            summary: "20 × 1 MiB up and down a folder remote capped at 4 MB/s each way (target within 10 % of the cap)",
+            run: BandwidthCapScenario.run),
+        Scenario(
             name: "P6",
             summary: "2,000 × 64 KiB uploads to the local Ceph S3 server vs rclone copy and aws s3 sync "
                 + "(target not slower than rclone)",
