@@ -1,4 +1,5 @@
 import ArgumentParser
+import AttachmentSync
 import Foundation
 import Logging
 
@@ -35,6 +36,9 @@ struct DemoCommand: AsyncParsableCommand {
             URL the demo's in-process backend presigns for it (PresignedRemoteStorage on the devices, \
             PresignedURLIssuer on the backend, limited to this run's key prefix), as a shipped app's would.
 
+            With --bwlimit RATE, each device's uploads and downloads are capped at RATE bytes per second in \
+            each direction (1M is 1 MiB/s), and the transfer lines show the rate achieved.
+
             With --on-demand, B's queue downloads nothing by itself: B gets a record per photo (metadata, \
             no content), then fetches the first few on request, showing their progress, and purges one \
             (its content goes, its record stays, the remote copy too). Steps 3 and 4 follow as before.
@@ -60,6 +64,14 @@ struct DemoCommand: AsyncParsableCommand {
                 + "AWS_SESSION_TOKEN; region from AWS_REGION (default us-east-1).",
             valueName: "url"))
     var s3: String?
+
+    /// The cap on each device's uploads and downloads, as given (`1M`, `500K`, `20000`).
+    @Option(
+        help: ArgumentHelp(
+            "Cap each device's uploads and downloads at RATE bytes per second, each direction: a number with an "
+                + "optional K, M or G (multiples of 1024), like rclone's --bwlimit (1M, 500K).",
+            valueName: "rate"))
+    var bwlimit: String?
 
     /// Whether the devices go through presigned URLs from an in-process backend.
     @Flag(
@@ -94,9 +106,32 @@ struct DemoCommand: AsyncParsableCommand {
             throw ValidationError("--timeout must be a positive number of seconds, not \(timeout).")
         }
         _ = try s3Location()
+        _ = try bandwidthLimit()
         guard !presigned || s3 != nil else {
             throw ValidationError("--presigned needs --s3: the presigned URLs are for an S3 bucket.")
         }
+    }
+
+    /// The caps `--bwlimit` gives, or `nil` without it.
+    ///
+    /// - Throws: `ValidationError` for a rate that is not a positive number with an optional K, M or G.
+    func bandwidthLimit() throws -> BandwidthLimit? {
+        guard let bwlimit else { return nil }
+        let multipliers: [Character: Double] = ["K": 1024, "M": 1024 * 1024, "G": 1024 * 1024 * 1024]
+        var text = bwlimit.trimmingCharacters(in: .whitespaces).uppercased()
+        var multiplier = 1.0
+        if let last = text.last, let factor = multipliers[last] {
+            multiplier = factor
+            text.removeLast()
+        }
+        guard let number = Double(text), number.isFinite, number > 0, number * multiplier >= 1,
+            number * multiplier < 1e15
+        else {
+            throw ValidationError(
+                "--bwlimit must be a positive number of bytes per second with an optional K, M or G (1M, 500K), "
+                    + "not \(String(reflecting: bwlimit)).")
+        }
+        return .both(Int64((number * multiplier).rounded()))
     }
 
     /// The bucket `--s3` names, or `nil` without `--s3`.
@@ -145,7 +180,8 @@ struct DemoCommand: AsyncParsableCommand {
             remote: remote,
             keep: keep,
             console: console,
-            logger: logger
+            logger: logger,
+            bandwidthLimit: try bandwidthLimit()
         )
 
         var failure: (any Error)?

@@ -34,6 +34,7 @@ struct DemoDevice: Sendable {
     ///   - syncInterval: The queue's periodic pass interval.
     ///   - syncThrottleDuration: The queue's shortest time between passes triggered by changes.
     ///   - downloadPolicy: Which photos the queue downloads as soon as a row refers to them.
+    ///   - bandwidthLimit: The queue's caps on bytes per second, or `nil` for none.
     ///   - logger: Where the library logs, or `nil` to keep it quiet.
     init(
         name: String,
@@ -42,6 +43,7 @@ struct DemoDevice: Sendable {
         syncInterval: Duration,
         syncThrottleDuration: Duration,
         downloadPolicy: DownloadPolicy = .eager,
+        bandwidthLimit: BandwidthLimit? = nil,
         logger: Logger?
     ) throws {
         self.name = name
@@ -53,6 +55,7 @@ struct DemoDevice: Sendable {
         configuration.syncInterval = syncInterval
         configuration.syncThrottleDuration = syncThrottleDuration
         configuration.downloadPolicy = downloadPolicy
+        configuration.bandwidthLimit = bandwidthLimit
         if var logger {
             logger[metadataKey: "device"] = "\(name)"
             databaseConfiguration.logger = logger

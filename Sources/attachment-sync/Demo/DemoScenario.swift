@@ -25,6 +25,8 @@ struct DemoScenario: Sendable {
     let console: DemoConsole
     /// Where the library logs, or `nil` to keep it quiet.
     let logger: Logger?
+    /// Both queues' caps on bytes per second (`--bwlimit`), or `nil` for none.
+    var bandwidthLimit: BandwidthLimit? = nil
 
     /// How often the scenario looks at the queues' records while waiting.
     static let pollInterval = Duration.milliseconds(50)
@@ -67,6 +69,8 @@ struct DemoScenario: Sendable {
         var line: String
         /// Whether the step has converged.
         var isDone: Bool
+        /// The bytes moved so far, for the rate shown with `--bwlimit`, or `nil` when the step moves none.
+        var bytes: Int? = nil
     }
 
     // MARK: - Running
@@ -144,6 +148,7 @@ struct DemoScenario: Sendable {
             syncInterval: Self.syncInterval,
             syncThrottleDuration: Self.syncThrottleDuration,
             downloadPolicy: name == "B" && onDemand ? .onDemand : .eager,
+            bandwidthLimit: bandwidthLimit,
             logger: logger
         )
     }
@@ -168,6 +173,9 @@ struct DemoScenario: Sendable {
                     + "\(device.folder.lastPathComponent)/attachments/")
         }
         console.line("  remote        \(remote.location)")
+        if let bandwidthLimit {
+            console.line("  transfers     capped at \(bandwidthLimit) on each device (--bwlimit)")
+        }
     }
 
     // MARK: - The story
@@ -254,7 +262,8 @@ struct DemoScenario: Sendable {
                 completed: synced.count,
                 total: count,
                 line: "A  uploaded \(synced.count)/\(count)  (\(DemoReport.bytes(bytes)))",
-                isDone: synced.count == count && snapshot.records.count == count
+                isDone: synced.count == count && snapshot.records.count == count,
+                bytes: bytes
             )
         }
         return photos
@@ -356,7 +365,8 @@ struct DemoScenario: Sendable {
                 completed: onDisk.count,
                 total: count,
                 line: "B  downloaded \(onDisk.count)/\(count)  (\(DemoReport.bytes(bytes)))",
-                isDone: onDisk.count == count && snapshot.records.count == count
+                isDone: onDisk.count == count && snapshot.records.count == count,
+                bytes: bytes
             )
         }
         let compared = try await compareCopies(of: photos, stage)
@@ -442,7 +452,15 @@ struct DemoScenario: Sendable {
         for _ in 0..<polls {
             let poll = try await check()
             if poll.isDone {
-                console.status("\(poll.line)  in \(DemoReport.seconds(clock.now - started))", milestone: true)
+                let elapsed = clock.now - started
+                var rate = ""
+                if bandwidthLimit != nil, let bytes = poll.bytes, elapsed > .zero {
+                    let perSecond =
+                        Double(bytes)
+                        / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+                    rate = ", \(BandwidthLimit.rate(Int64(perSecond.rounded())))"
+                }
+                console.status("\(poll.line)  in \(DemoReport.seconds(elapsed))\(rate)", milestone: true)
                 console.endStatus()
                 return
             }

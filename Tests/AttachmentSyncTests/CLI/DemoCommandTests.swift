@@ -50,6 +50,34 @@ struct DemoCommandTests {
         #expect(tableRows.contains { $0.starts(with: ["remote", "-", "-", "-", "-", "-", "5"]) })
     }
 
+    @Test("with --bwlimit, both devices are capped and the transfer lines show a rate that keeps to the cap")
+    func demoBandwidthLimit() async throws {
+        // Given the built command line tool
+        let tool = try CommandLineTool.locate()
+
+        // When the demo runs with transfers capped at 256 KiB/s each way
+        let result = try await tool.run(["demo", "--count", "4", "--bwlimit", "256K", "--timeout", "60"])
+
+        // Then it converges, says so, and neither direction went faster than the cap allows (a tenth of a
+        // second's burst aside)
+        #expect(result.status == 0, "stderr: \(result.standardError)")
+        #expect(result.standardOutput.contains("capped at up 262 kB/s, down 262 kB/s on each device (--bwlimit)"))
+        #expect(result.standardOutput.contains("demo converged"))
+        for prefix in ["A  uploaded 4/4", "B  downloaded 4/4"] {
+            let line = try #require(
+                result.standardOutput.split(separator: "\n").last { $0.hasPrefix(prefix) }, "\(prefix)")
+            let rate = try #require(
+                line.split(separator: ", ").last?.split(separator: " ").first.flatMap { Double($0) })
+            #expect(line.hasSuffix("kB/s"), "\(line)")
+            #expect(rate <= 262 * 1.3, "\(line)")
+        }
+
+        // And a rate that is not one is refused before anything runs
+        let refused = try await tool.run(["demo", "--bwlimit", "fast"])
+        #expect(refused.status != 0)
+        #expect(refused.standardError.contains("--bwlimit must be a positive number of bytes per second"))
+    }
+
     @Test("rejects a count below one with a clear message and a non-zero status")
     func demoRejectsZeroCount() async throws {
         // Given the built command line tool

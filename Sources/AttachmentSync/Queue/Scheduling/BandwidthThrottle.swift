@@ -31,7 +31,7 @@ public struct BandwidthLimit: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// `1.5 MB/s`, `800 kB/s`, `12 B/s` or `unlimited`.
-    static func rate(_ bytesPerSecond: Int64?) -> String {
+    package static func rate(_ bytesPerSecond: Int64?) -> String {
         guard let bytesPerSecond else { return "unlimited" }
         let value = Double(bytesPerSecond)
         if value >= 1_000_000 { return "\((value / 100_000).rounded() / 10) MB/s" }
