@@ -86,6 +86,21 @@ final class ProgressCenter: Sendable {
     /// The concurrency limit while lowered for overload, else `nil`.
     var loweredConcurrency: Int? { lowered.withLock { $0 } }
 
+    /// The network's conditions, or `nil` without a source.
+    private let network = LockedValue<NetworkConditions?>(nil)
+
+    /// The network's conditions changed (`nil`: the queue has no source); the status stream sends a snapshot.
+    func noteNetwork(_ conditions: NetworkConditions?) {
+        let changed = network.withLock { current -> Bool in
+            defer { current = conditions }
+            return current != conditions
+        }
+        if changed { changes.send(()) }
+    }
+
+    /// The network's conditions as last reported, or `nil` without a source.
+    var networkConditions: NetworkConditions? { network.withLock { $0 } }
+
     func snapshot() -> (transfers: [AttachmentProgress], bytesTransferred: Int64) {
         state.withLock { state in
             (

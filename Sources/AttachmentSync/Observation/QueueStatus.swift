@@ -65,6 +65,11 @@ public struct QueueStatus: Sendable {
     /// The caps on bytes per second the queue's transfers move (``AttachmentQueue/Configuration/bandwidthLimit``),
     /// or `nil` when there are none.
     public var bandwidthLimit: BandwidthLimit? = nil
+    /// The network's conditions as the queue's source last reported them (see
+    /// ``AttachmentQueue/Configuration/networkConditions``), or `nil` when it has no source.
+    public var network: NetworkConditions? = nil
+    /// Whether transfers are paused because the network is unreachable.
+    public var isPausedForNetwork: Bool { network?.isReachable == false }
     /// Attachments waiting for a retry, soonest first.
     public var waitingForRetry: [Retry]
     /// The downloads among ``waitingForRetry`` whose remote file does not exist yet: the devices that saved
@@ -239,7 +244,7 @@ extension AttachmentQueue {
         let (transfers, bytes) = progress?.snapshot() ?? ([], 0)
         return QueueStatus(
             states: states, localContentBytes: local, transfers: transfers, bytesTransferred: bytes,
-            throttledConcurrency: progress?.loweredConcurrency,
+            throttledConcurrency: progress?.loweredConcurrency, network: progress?.networkConditions,
             waitingForRetry: retries.sorted {
                 ($0.nextAttemptAt, $0.attachmentId) < ($1.nextAttemptAt, $1.attachmentId)
             },

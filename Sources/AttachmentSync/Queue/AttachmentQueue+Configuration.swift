@@ -63,6 +63,34 @@ extension AttachmentQueue {
         public var progressInterval: Duration = .milliseconds(100)
         /// The most transfers (uploads, downloads and deletes together) running at once. The default is 4.
         public var maxConcurrentTransfers: Int = 4
+        /// Where the queue learns whether the network is reachable, metered or constrained.
+        ///
+        /// While it says unreachable, no transfer starts, transfers in flight pause (a download keeps its
+        /// partial file, a multipart upload its parts) and a failure counts no attempt; when it comes back,
+        /// transfers whose last failure was the network's start over with a fresh backoff, and a pass runs at
+        /// once. ``networkPolicy`` decides which transfers also wait for an unmetered network. Downloads
+        /// asked for with ``AttachmentQueue/download(attachmentId:)`` ignore the policy (the user asked) but
+        /// fail at once with ``AttachmentError/Code-swift.struct/remoteUnavailable`` while unreachable.
+        /// Shown in ``QueueStatus/network``.
+        ///
+        /// The default is `NWPathNetworkConditions()` (`NWPathMonitor`) on Apple platforms and `nil` on
+        /// Linux, where the network is taken as always reachable and unmetered; use
+        /// ``ManualNetworkConditions`` to feed the queue from your own reachability code.
+        public var networkConditions: (any NetworkConditionsSource)? = Configuration.defaultNetworkConditions
+        /// Which transfers wait for an unmetered network (Wi-Fi, no Low Data Mode), by attachment. A transfer
+        /// in flight when the network becomes metered pauses and resumes later. The default is
+        /// ``NetworkPolicy/any``: every transfer runs on any reachable network.
+        public var networkPolicy: NetworkPolicy = .any
+
+        /// The default ``networkConditions``: `NWPathNetworkConditions()` on Apple platforms, `nil` elsewhere.
+        public static var defaultNetworkConditions: (any NetworkConditionsSource)? {
+            #if canImport(Network)
+                NWPathNetworkConditions()
+            #else
+                nil
+            #endif
+        }
+
         /// Caps on the bytes per second all uploads, and all downloads, move together (a token bucket per
         /// direction on ``clock``), like rclone's `--bwlimit`. The library's adapters honour it chunk by
         /// chunk; an adapter of your own does by taking from ``BandwidthThrottle/current`` (see there).

@@ -63,6 +63,11 @@ public actor AttachmentQueue {
     let progressCenter: ProgressCenter
     /// The caps of ``Configuration/bandwidthLimit``, one per direction that has one.
     let throttles: TransferWorker.Throttles
+    /// The network's conditions as last reported by ``Configuration/networkConditions``, for transfers
+    /// (the machine keeps its own copy for scheduling).
+    let networkNow = LockedValue(NetworkConditions.unrestricted)
+    /// Follows ``Configuration/networkConditions`` from startup until ``close()``.
+    var networkFollower: Task<Void, Never>?
     /// What happens to attachments, for ``events``: it keeps the newest 10,000 events a reader has not taken.
     let eventCenter = Broadcaster<AttachmentEvent>(bufferingPolicy: .bufferingNewest(10_000))
 
@@ -340,6 +345,8 @@ public actor AttachmentQueue {
             await withCheckedContinuation { waiter in machine.parkUntilNoOperations(waiter)?.resume() }
         }
         if let initialization { _ = await initialization.result }
+        networkFollower?.cancel()
+        await networkFollower?.value
         await stopSync()
         let (running, resume) = machine.closeTransfers()
         for task in running { task.cancel() }

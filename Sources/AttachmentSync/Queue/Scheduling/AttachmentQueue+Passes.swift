@@ -39,7 +39,11 @@ extension AttachmentQueue {
                 for waiter in machine.readFailed(read) { waiter.resume() }
                 return
             }
-            let outcome = machine.queuedRead(read, records: rows.queued, earliestRetry: rows.earliestRetry, now: now)
+            let policy = configuration.networkPolicy
+            let directory = attachmentsDirectory
+            let outcome = machine.queuedRead(
+                read, records: rows.queued, earliestRetry: rows.earliestRetry, now: now,
+                requirement: { policy.requirement($0.attachment(in: directory)) })
             if let wake = outcome.wake { scheduleRetryWake(wake) }
             for record in outcome.start { startTransfer(record) }
             for waiter in outcome.resume { waiter.resume() }

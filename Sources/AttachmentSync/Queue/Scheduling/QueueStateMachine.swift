@@ -22,6 +22,19 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
         var handle: Handle?
         /// The ``AdaptiveConcurrency/generation`` it started in.
         var generation = 0
+        /// What it needs from the network to keep going (see ``networkChanged(_:)``).
+        var requirement = NetworkRequirement.any
+    }
+
+    /// What a change of the network's conditions calls for.
+    struct NetworkChange: Equatable {
+        /// Transfers whose requirement the new conditions no longer meet, to interrupt (they pause: they
+        /// start again, resuming, when the conditions allow).
+        var cancel: [Handle] = []
+        /// The network came back after being unreachable.
+        var regained = false
+        /// Transfers that could not start may start now: run a pass.
+        var improved = false
     }
 
     /// A read of the queued records the queue has asked for: hand it back with what was read.
@@ -89,6 +102,9 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
     var maxConcurrentTransfers: Int { concurrency.current }
 
     private(set) var isClosed = false
+    /// The network's conditions: while unreachable no transfer starts; a transfer starts only when they
+    /// meet its requirement.
+    private(set) var network = NetworkConditions.unrestricted
     /// Whether background sync is on (between `startSync` and `stopSync`).
     private(set) var isSyncing = false
     /// Counts `stopSync` calls: a `syncNow` started before one no longer starts transfers once it returns.
@@ -126,7 +142,7 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
 
     /// Whether background transfers may start: the queue is open, and syncing or in a `syncNow`.
     var mayStartTransfers: Bool {
-        !isClosed && (isSyncing || manualRounds[runGeneration, default: 0] > 0)
+        !isClosed && network.isReachable && (isSyncing || manualRounds[runGeneration, default: 0] > 0)
     }
 
     /// Nothing in flight, and no read of the queued records in progress or about to start (which could
@@ -263,8 +279,11 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
 
     private mutating func beginRead() -> Read {
         readsInFlight += 1
+        // On a metered network, records waiting for an unmetered one may come first: read past them.
+        let waitingForNetwork = network.isUnmetered ? 0 : Self.networkReadAllowance
         return Read(
-            limit: maxConcurrentTransfers + transfers.count + reserved.count + skippedUntilTrigger.count,
+            limit: maxConcurrentTransfers + transfers.count + reserved.count + skippedUntilTrigger.count
+                + waitingForNetwork,
             finishedBefore: finishedTransferCount)
     }
 
@@ -275,17 +294,26 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
     /// started again (the finished transfer asked for a fresh read itself); when that leaves free slots, a
     /// new read is asked for.
     mutating func queuedRead(
-        _ read: Read, records: [AttachmentRecord], earliestRetry: Int64?, now: Int64
+        _ read: Read, records: [AttachmentRecord], earliestRetry: Int64?, now: Int64,
+        requirement: (AttachmentRecord) -> NetworkRequirement = { _ in .any }
     ) -> ReadOutcome {
         var outcome = ReadOutcome()
         let fresh = records.filter { (finishedWhileReading[$0.id] ?? Int.min) <= read.finishedBefore }
         if mayStartTransfers {
+            let network = network
+            var requirements: [String: NetworkRequirement] = [:]
+            let allowed = fresh.filter { record in
+                let needed = requirement(record)
+                requirements[record.id] = needed
+                return needed.isMet(by: network)
+            }
             let selected = TransferScheduler(maxConcurrentTransfers: maxConcurrentTransfers).select(
-                queued: fresh, busy: Set(transfers.keys).union(reserved), inFlight: transfers.count,
+                queued: allowed, busy: Set(transfers.keys).union(reserved), inFlight: transfers.count,
                 skipped: skippedUntilTrigger, now: now)
             for record in selected {
                 transfers[record.id] = Transfer(
-                    state: record.state, onRequest: false, handle: nil, generation: concurrency.generation)
+                    state: record.state, onRequest: false, handle: nil, generation: concurrency.generation,
+                    requirement: requirements[record.id] ?? .any)
             }
             outcome.start = selected
         }
@@ -307,6 +335,27 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
     private mutating func endRead() {
         readsInFlight -= 1
         if readsInFlight == 0 { finishedWhileReading.removeAll() }
+    }
+
+    // MARK: - Network
+
+    /// How many more records a read takes while the network is metered or constrained, to look past those
+    /// that wait for an unmetered one.
+    static var networkReadAllowance: Int { 10_000 }
+
+    /// The network's conditions changed: background transfers whose requirement they no longer meet are to
+    /// be interrupted (all of them when the network is gone); when they allow more than before, a pass is
+    /// due. Downloads asked for on request are left alone.
+    mutating func networkChanged(_ conditions: NetworkConditions) -> NetworkChange {
+        let previous = network
+        network = conditions
+        var change = NetworkChange()
+        for transfer in transfers.values where !transfer.onRequest && !transfer.requirement.isMet(by: conditions) {
+            if let handle = transfer.handle { change.cancel.append(handle) }
+        }
+        change.regained = !previous.isReachable && conditions.isReachable
+        change.improved = change.regained || (!previous.isUnmetered && conditions.isUnmetered)
+        return change
     }
 
     // MARK: - Transfers

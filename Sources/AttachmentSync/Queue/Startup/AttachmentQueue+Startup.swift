@@ -22,6 +22,7 @@ extension AttachmentQueue {
         }
         try await verifyRecordsAgainstFiles()
         try await removeLeftoverFiles()
+        startFollowingNetwork()
     }
 
     /// Throws ``AttachmentError/Code-swift.struct/invalidConfiguration`` unless the attachments table exists

@@ -21,6 +21,9 @@ enum AttachmentColumn: String, CaseIterable, Sendable {
     case lastUsedAt = "last_used_at"
     case givenUp = "given_up"
     case awaitingUpload = "awaiting_upload"
+    /// 1 when the last failure was the network's (no answer from remote storage): its backoff resets when the
+    /// network comes back.
+    case connectivityFailure = "connectivity_failure"
 
     /// The column's name in SQL.
     var name: String { rawValue }
@@ -30,7 +33,7 @@ enum AttachmentColumn: String, CaseIterable, Sendable {
         switch self {
         case .filename, .localUri, .mediaType, .metaData, .contentHash, .lastError: .text(name)
         case .timestamp, .size, .state, .hasSynced, .attempts, .nextAttemptAt, .onDemand, .pinned, .lastUsedAt,
-            .givenUp, .awaitingUpload:
+            .givenUp, .awaitingUpload, .connectivityFailure:
             .integer(name)
         }
     }

@@ -32,6 +32,8 @@ struct AttachmentRecord: Sendable, Hashable {
     /// How many downloads in a row found no remote file: the uploading device has not finished (see
     /// ``AttachmentQueue/Configuration/notUploadedYetBackoff``); `nil` when the last answer was another.
     var awaitingUpload: Int?
+    /// Whether the last failure was the network's (see ``AttachmentColumn/connectivityFailure``).
+    var connectivityFailure = false
 
     /// Whether the content is on this device and has never reached remote storage: the local file is the
     /// only copy, so nothing may evict or purge it.
@@ -94,6 +96,7 @@ struct AttachmentRecord: Sendable, Hashable {
         lastUsedAt = try cursor.getInt64Optional(name: "last_used_at")
         givenUp = try cursor.getIntOptional(name: "given_up").flatMap(AttachmentState.init(rawValue:))
         awaitingUpload = try cursor.getIntOptional(name: "awaiting_upload")
+        connectivityFailure = try cursor.getBooleanOptional(name: "connectivity_failure") ?? false
     }
 
     /// The value this record stores in `column`.
@@ -116,6 +119,7 @@ struct AttachmentRecord: Sendable, Hashable {
         case .lastUsedAt: lastUsedAt
         case .givenUp: givenUp?.rawValue
         case .awaitingUpload: awaitingUpload
+        case .connectivityFailure: connectivityFailure ? 1 : nil
         }
     }
 

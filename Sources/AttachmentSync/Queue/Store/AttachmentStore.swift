@@ -76,6 +76,15 @@ struct AttachmentStore: Sendable {
         ) { try AttachmentRecord(cursor: $0) }
     }
 
+    /// Forgets the failures of queued records whose last failure was the network's: their attempts and backoff
+    /// start over, and they are due at once. Returns how many there were.
+    func resetConnectivityFailures(in tx: SqlTransaction) throws -> Int {
+        try tx.execute(
+            sql: "UPDATE \(table) SET attempts = 0, next_attempt_at = NULL, connectivity_failure = NULL "
+                + "WHERE connectivity_failure = 1 AND state IN \(StateSet.queuedSQL)",
+            arguments: [])
+    }
+
     /// The soonest retry time after `now` among queued records, if any.
     func earliestRetry(after now: Int64, in tx: SqlTransaction) throws -> Int64? {
         try tx.get(

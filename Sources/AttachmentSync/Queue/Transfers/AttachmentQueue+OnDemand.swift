@@ -23,7 +23,9 @@ extension AttachmentQueue {
     ///
     /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/attachmentNotFound``
     ///   when no attachment has the id, ``AttachmentError/Code-swift.struct/invalidState`` when it is being
-    ///   deleted, the transfer's error (``AttachmentError/Code-swift.struct/remoteNotFound``,
+    ///   deleted, ``AttachmentError/Code-swift.struct/remoteUnavailable`` at once while
+    ///   ``Configuration/networkConditions`` says the network is unreachable, the transfer's error
+    ///   (``AttachmentError/Code-swift.struct/remoteNotFound``,
     ///   ``AttachmentError/Code-swift.struct/integrityMismatch``, …), or `CancellationError`.
     @discardableResult
     public func download(attachmentId id: String) async throws -> Attachment {
@@ -63,6 +65,12 @@ extension AttachmentQueue {
                 await task.value
                 try Task.checkCancellation()
                 continue
+            }
+            guard machine.network.isReachable else {
+                throw AttachmentError(
+                    code: .remoteUnavailable,
+                    message: "attachment \(String(reflecting: id)) cannot be downloaded: the network is unreachable",
+                    attachmentId: id)
             }
             return try await wait(for: startSharedDownload(record), id: id)
         }

@@ -41,7 +41,8 @@ extension AttachmentQueue {
             failurePolicy: FailurePolicy(
                 retryBackoff: configuration.retryBackoff, maxAttempts: configuration.maxAttempts,
                 notUploadedYetBackoff: configuration.notUploadedYetBackoff),
-            wallClock: wallClock, progress: progressCenter, files: files, throttles: throttles)
+            wallClock: wallClock, progress: progressCenter, files: files, throttles: throttles,
+            network: networkNow)
     }
 
     /// Starts the transfer the record's state calls for. The caller has checked that none is in flight for
@@ -136,5 +137,6 @@ extension AttachmentQueue {
     /// Columns that clear a transfer's retry state once it succeeds.
     static let retryStateCleared: [(column: String, value: (any SqlValueConvertible)?)] = [
         ("attempts", 0), ("next_attempt_at", nil), ("last_error", nil), ("awaiting_upload", nil),
+        ("connectivity_failure", nil),
     ]
 }

@@ -19,6 +19,8 @@ struct TransferWorker: Sendable {
     let progress: ProgressCenter
     let files: any FileOperations
     let throttles: Throttles
+    /// The network's conditions now: a failure while it is unreachable is no attempt.
+    let network: LockedValue<NetworkConditions>
 
     /// The bandwidth caps of a queue's uploads and downloads: made ``BandwidthThrottle/current`` while the
     /// adapter moves a file in that direction.
@@ -319,6 +321,13 @@ struct TransferWorker: Sendable {
             return (try? await giveUp(record, because: error, attempts: attempt))
                 ?? .willRetry(error, attempt: attempt, retryAt: nil)
         }
+        if !network.withLock({ $0.isReachable }) {
+            // The network is gone: this is no failed try. The transfer waits for it (as if interrupted).
+            logger.debug(
+                "a transfer failed while the network is unreachable; not counted",
+                metadata: ["attachment": "\(record.id)", "error": "\(error)"])
+            return .cancelled
+        }
         var handlerRetries = true
         if let handler = errorHandler {
             handlerRetries = await handler.shouldRetry(attachment: attachment, error: error, attempt: attempt)
@@ -352,12 +361,21 @@ struct TransferWorker: Sendable {
                     set: [
                         ("attempts", attempt), ("next_attempt_at", next), ("last_error", String(message)),
                         ("awaiting_upload", nil),
+                        ("connectivity_failure", Self.isConnectivityFailure(error) ? 1 : nil),
                     ], in: tx)
             }
             return .willRetry(error, attempt: attempt, retryAt: next)
         } catch {
             return .willRetry(error, attempt: attempt, retryAt: nil)
         }
+    }
+
+    /// Whether `error` says remote storage could not be reached (no answer at all), rather than that it
+    /// answered with a failure: `remoteUnavailable` without an HTTP answer behind it, or a `URLError`.
+    static func isConnectivityFailure(_ error: any Error) -> Bool {
+        if error is URLError { return true }
+        guard let error = error as? AttachmentError, error.code == .remoteUnavailable else { return false }
+        return !(error.underlying is any RemoteOverloadSignal)
     }
 
     /// A download found no remote file: the device that saved the attachment has not uploaded it yet. The
