@@ -11,7 +11,8 @@
         /// Creates a source for every interface.
         public init() {}
 
-        public func updates() -> AsyncStream<NetworkConditions> {
+        /// The path's conditions as the monitor first reports them, then each change.
+    public func updates() -> AsyncStream<NetworkConditions> {
             let (stream, continuation) = AsyncStream.makeStream(
                 of: NetworkConditions.self, bufferingPolicy: .bufferingNewest(1))
             let monitor = NWPathMonitor()

@@ -86,6 +86,7 @@ public final class ManualNetworkConditions: NetworkConditionsSource {
         for subscriber in subscribers { subscriber.yield(conditions) }
     }
 
+    /// The current conditions at once, then every ``update(_:)`` that changes them.
     public func updates() -> AsyncStream<NetworkConditions> {
         let (stream, continuation) = AsyncStream.makeStream(
             of: NetworkConditions.self, bufferingPolicy: .bufferingNewest(1))
