@@ -12,7 +12,7 @@
         public init() {}
 
         /// The path's conditions as the monitor first reports them, then each change.
-    public func updates() -> AsyncStream<NetworkConditions> {
+        public func updates() -> AsyncStream<NetworkConditions> {
             let (stream, continuation) = AsyncStream.makeStream(
                 of: NetworkConditions.self, bufferingPolicy: .bufferingNewest(1))
             let monitor = NWPathMonitor()
