@@ -39,6 +39,10 @@ struct DemoCommand: AsyncParsableCommand {
             With --bwlimit RATE, each device's uploads and downloads are capped at RATE bytes per second in \
             each direction (1M is 1 MiB/s), and the transfer lines show the rate achieved.
 
+            With --outage, B's network goes down (simulated) as the rows reach it: its queue records the \
+            downloads and waits, paused for the network, without trying one or spending an attempt; when the \
+            network is back the downloads start at once.
+
             With --on-demand, B's queue downloads nothing by itself: B gets a record per photo (metadata, \
             no content), then fetches the first few on request, showing their progress, and purges one \
             (its content goes, its record stays, the remote copy too). Steps 3 and 4 follow as before.
@@ -72,6 +76,13 @@ struct DemoCommand: AsyncParsableCommand {
                 + "optional K, M or G (multiples of 1024), like rclone's --bwlimit (1M, 500K).",
             valueName: "rate"))
     var bwlimit: String?
+
+    /// Whether B's network goes down while the rows reach it.
+    @Flag(
+        help: ArgumentHelp(
+            "Simulate an outage: B's network goes down as the rows reach it; its queue waits without trying, "
+                + "then downloads at once when the network is back."))
+    var outage = false
 
     /// Whether the devices go through presigned URLs from an in-process backend.
     @Flag(
@@ -107,6 +118,9 @@ struct DemoCommand: AsyncParsableCommand {
         }
         _ = try s3Location()
         _ = try bandwidthLimit()
+        guard !(outage && onDemand) else {
+            throw ValidationError("--outage shows B's eager downloads waiting for the network; leave out --on-demand.")
+        }
         guard !presigned || s3 != nil else {
             throw ValidationError("--presigned needs --s3: the presigned URLs are for an S3 bucket.")
         }
@@ -181,7 +195,8 @@ struct DemoCommand: AsyncParsableCommand {
             keep: keep,
             console: console,
             logger: logger,
-            bandwidthLimit: try bandwidthLimit()
+            bandwidthLimit: try bandwidthLimit(),
+            outage: outage
         )
 
         var failure: (any Error)?

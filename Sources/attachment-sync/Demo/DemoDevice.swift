@@ -35,6 +35,7 @@ struct DemoDevice: Sendable {
     ///   - syncThrottleDuration: The queue's shortest time between passes triggered by changes.
     ///   - downloadPolicy: Which photos the queue downloads as soon as a row refers to them.
     ///   - bandwidthLimit: The queue's caps on bytes per second, or `nil` for none.
+    ///   - network: The queue's network conditions source, or `nil` for an always unrestricted network.
     ///   - logger: Where the library logs, or `nil` to keep it quiet.
     init(
         name: String,
@@ -44,6 +45,7 @@ struct DemoDevice: Sendable {
         syncThrottleDuration: Duration,
         downloadPolicy: DownloadPolicy = .eager,
         bandwidthLimit: BandwidthLimit? = nil,
+        network: ManualNetworkConditions? = nil,
         logger: Logger?
     ) throws {
         self.name = name
@@ -56,6 +58,7 @@ struct DemoDevice: Sendable {
         configuration.syncThrottleDuration = syncThrottleDuration
         configuration.downloadPolicy = downloadPolicy
         configuration.bandwidthLimit = bandwidthLimit
+        configuration.networkConditions = network
         if var logger {
             logger[metadataKey: "device"] = "\(name)"
             databaseConfiguration.logger = logger

@@ -27,6 +27,10 @@ struct DemoScenario: Sendable {
     let logger: Logger?
     /// Both queues' caps on bytes per second (`--bwlimit`), or `nil` for none.
     var bandwidthLimit: BandwidthLimit? = nil
+    /// Whether B's network goes down while the rows reach it (`--outage`).
+    var outage = false
+    /// B's network, which the demo takes down and brings back with `--outage`.
+    let networkOfB = ManualNetworkConditions()
 
     /// How often the scenario looks at the queues' records while waiting.
     static let pollInterval = Duration.milliseconds(50)
@@ -149,6 +153,7 @@ struct DemoScenario: Sendable {
             syncThrottleDuration: Self.syncThrottleDuration,
             downloadPolicy: name == "B" && onDemand ? .onDemand : .eager,
             bandwidthLimit: bandwidthLimit,
+            network: name == "B" && outage ? networkOfB : nil,
             logger: logger
         )
     }
@@ -353,8 +358,9 @@ struct DemoScenario: Sendable {
         let b = stage.b
         console.line()
         console.line("2. the checklist rows reach B (the demo copies them; PowerSync would in an app)")
+        if outage { try await simulateOutage(stage) }
         let started = ContinuousClock.now
-        try await copyRowsToB(stage)
+        if !outage { try await copyRowsToB(stage) }
         try await wait("B to download every photo", since: started, deadline: stage.deadline) {
             let snapshot = try await b.snapshot()
             let onDisk = snapshot.records(in: .synced).filter { record in
@@ -372,6 +378,33 @@ struct DemoScenario: Sendable {
         let compared = try await compareCopies(of: photos, stage)
         console.line(
             "   bytes: \(count)/\(count) photos identical on A, remote and B (\(DemoReport.bytes(compared)) compared)")
+    }
+
+    /// With `--outage`: B's network goes down, the rows reach B (from a sync server on its local network, say),
+    /// and B's queue records the downloads without trying one; then the network comes back, and the
+    /// downloads start at once.
+    private func simulateOutage(_ stage: Stage) async throws {
+        let b = stage.b
+        networkOfB.update(.offline)
+        let started = ContinuousClock.now
+        try await wait("B's queue to see the network down", since: started, deadline: stage.deadline) {
+            let paused = await b.queue.status.first { _ in true }?.isPausedForNetwork == true
+            return Poll(completed: paused ? 1 : 0, total: 1, line: "B  network down (simulated)", isDone: paused)
+        }
+        try await copyRowsToB(stage)
+        try await wait("B to record the downloads while offline", since: started, deadline: stage.deadline) {
+            let status = await b.queue.status.first { _ in true }
+            let waiting = status?.count(.queuedDownload) ?? 0
+            let tried = status?.waitingForRetry.count ?? 0
+            return Poll(
+                completed: waiting,
+                total: count,
+                line: "B  paused for network: \(waiting)/\(count) downloads wait, \(tried) tried",
+                isDone: waiting == count && status?.isPausedForNetwork == true && tried == 0
+            )
+        }
+        networkOfB.update(.unrestricted)
+        console.line("B  network back: the downloads start at once")
     }
 
     /// Step 3, device A: one photo was of the wrong thing; the inspector deletes it, locally and remotely.

@@ -78,6 +78,30 @@ struct DemoCommandTests {
         #expect(refused.standardError.contains("--bwlimit must be a positive number of bytes per second"))
     }
 
+    @Test("with --outage, B's downloads wait untried while its network is down, then go when it is back")
+    func demoOutage() async throws {
+        // Given the built command line tool
+        let tool = try CommandLineTool.locate()
+
+        // When the demo runs with a simulated outage on B
+        let result = try await tool.run(["demo", "--count", "4", "--outage", "--timeout", "30"])
+
+        // Then B waited, paused for the network without trying anything, and converged once it was back
+        #expect(result.status == 0, "stderr: \(result.standardError)")
+        let output = result.standardOutput
+        #expect(output.contains("B  paused for network: 4/4 downloads wait, 0 tried"))
+        let paused = try #require(output.range(of: "B  paused for network"))
+        let back = try #require(output.range(of: "B  network back"))
+        let downloaded = try #require(output.range(of: "B  downloaded 4/4"))
+        #expect(paused.lowerBound < back.lowerBound && back.lowerBound < downloaded.lowerBound)
+        #expect(output.contains("demo converged"))
+
+        // And --outage with --on-demand is refused, saying why
+        let refused = try await tool.run(["demo", "--outage", "--on-demand"])
+        #expect(refused.status != 0)
+        #expect(refused.standardError.contains("--outage shows B's eager downloads"))
+    }
+
     @Test("rejects a count below one with a clear message and a non-zero status")
     func demoRejectsZeroCount() async throws {
         // Given the built command line tool
