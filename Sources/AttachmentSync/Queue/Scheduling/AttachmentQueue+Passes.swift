@@ -26,11 +26,12 @@ extension AttachmentQueue {
             next = nil
             let store = store
             let now = wallClock.milliseconds()
+            let raised = Array(machine.raised)
             let rows: (queued: [AttachmentRecord], earliestRetry: Int64?)
             do {
                 rows = try await db.readTransaction { tx in
                     (
-                        try store.queued(limit: read.limit, readyAt: now, in: tx),
+                        try store.queued(ids: raised, in: tx) + store.queued(limit: read.limit, readyAt: now, in: tx),
                         try store.earliestRetry(after: now, in: tx)
                     )
                 }

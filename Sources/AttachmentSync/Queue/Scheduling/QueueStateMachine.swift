@@ -24,6 +24,9 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
         var generation = 0
         /// What it needs from the network to keep going (see ``networkChanged(_:)``).
         var requirement = NetworkRequirement.any
+        /// When it started, counted across transfers: of two equal candidates to pause, the later one goes
+        /// (it has moved the least).
+        var order = 0
     }
 
     /// What a change of the network's conditions calls for.
@@ -113,6 +116,12 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
     private var manualRounds: [Int: Int] = [:]
     /// Transfers in flight, by attachment id: at most one per attachment.
     private(set) var transfers: [String: Transfer] = [:]
+    /// Ids an app raised (``raise(_:)``): they start before any other queued transfer, pausing a
+    /// lower-priority one when every slot is taken, until their transfer ends.
+    private(set) var raised: Set<String> = []
+    /// Transfers paused for a higher-priority one: not held back until the next trigger when they end.
+    private var pausedForPriority: Set<String> = []
+    private var startCount = 0
     /// Ids whose save is in progress: not transferred before their file is in place.
     private(set) var reserved: Set<String> = []
     /// Ids whose transfer failed or was interrupted since the last trigger, with the state it ran in.
@@ -298,7 +307,17 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
         requirement: (AttachmentRecord) -> NetworkRequirement = { _ in .any }
     ) -> ReadOutcome {
         var outcome = ReadOutcome()
-        let fresh = records.filter { (finishedWhileReading[$0.id] ?? Int.min) <= read.finishedBefore }
+        var fresh = records.filter { (finishedWhileReading[$0.id] ?? Int.min) <= read.finishedBefore }
+        if !raised.isEmpty {
+            // Raised records first (once each), due now whatever their retry time.
+            var seen: Set<String> = []
+            let raisedRecords = fresh.filter { raised.contains($0.id) && seen.insert($0.id).inserted }.map {
+                var record = $0
+                record.nextAttemptAt = nil
+                return record
+            }
+            fresh = raisedRecords + fresh.filter { !raised.contains($0.id) }
+        }
         if mayStartTransfers {
             let network = network
             var requirements: [String: NetworkRequirement] = [:]
@@ -311,9 +330,10 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
                 queued: allowed, busy: Set(transfers.keys).union(reserved), inFlight: transfers.count,
                 skipped: skippedUntilTrigger, now: now)
             for record in selected {
+                startCount += 1
                 transfers[record.id] = Transfer(
                     state: record.state, onRequest: false, handle: nil, generation: concurrency.generation,
-                    requirement: requirements[record.id] ?? .any)
+                    requirement: requirements[record.id] ?? .any, order: startCount)
             }
             outcome.start = selected
         }
@@ -372,7 +392,56 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
 
     /// A download asked for on request started (see ``mayStartOnRequest(_:)``).
     mutating func startedOnRequest(_ id: String, state: AttachmentState, handle: Handle) {
-        transfers[id] = Transfer(state: state, onRequest: true, handle: handle, generation: concurrency.generation)
+        startCount += 1
+        transfers[id] = Transfer(
+            state: state, onRequest: true, handle: handle, generation: concurrency.generation, order: startCount)
+    }
+
+    // MARK: - Priorities
+
+    /// A transfer's priority: a download asked for on request, then a raised attachment, then this device's
+    /// changes (uploads and deletes), then downloads the queue makes by itself.
+    func priority(of id: String) -> Int {
+        guard let transfer = transfers[id] else { return raised.contains(id) ? 3 : 0 }
+        if transfer.onRequest { return 4 }
+        if raised.contains(id) { return 3 }
+        return transfer.state == .queuedDownload ? 1 : 2
+    }
+
+    /// The background transfer to pause so that one of `priority` can start, when every slot is taken: the
+    /// lowest-priority one below it (a delete is never paused: it is quick, and has nothing to resume), the
+    /// latest started among equals. `nil` when a slot is free or nothing ranks below.
+    mutating func pauseTransfer(for priority: Int) -> (id: String, handle: Handle)? {
+        guard let victim = transferToPause(for: priority) else { return nil }
+        pausedForPriority.insert(victim.id)
+        return victim
+    }
+
+    /// The transfer ``pauseTransfer(for:)`` would pause, without pausing it.
+    func transferToPause(for priority: Int) -> (id: String, handle: Handle)? {
+        guard transfers.count >= maxConcurrentTransfers else { return nil }
+        let candidates = transfers.filter { id, transfer in
+            !transfer.onRequest && transfer.state != .queuedDelete && transfer.handle != nil
+                && self.priority(of: id) < priority
+        }
+        guard
+            let victim = candidates.min(by: {
+                (self.priority(of: $0.key), -$0.value.order) < (self.priority(of: $1.key), -$1.value.order)
+            }), let handle = victim.value.handle
+        else { return nil }
+        return (victim.key, handle)
+    }
+
+    /// An app raised `id`: it starts before every other queued transfer (its retry time and an earlier
+    /// failure are not waited for). Returns the transfer to pause for it when every slot is taken, and
+    /// whether a read is due now to start it (a slot is free).
+    mutating func raise(_ id: String) -> (pause: Handle?, read: Read?) {
+        guard transfers[id] == nil else { return (nil, nil) }
+        raised.insert(id)
+        skippedUntilTrigger[id] = nil
+        guard mayStartTransfers else { return (nil, nil) }
+        if let victim = pauseTransfer(for: 3) { return (victim.handle, nil) }
+        return (nil, readQueued())
     }
 
     /// The task of the transfer in flight for `id`, if any.
@@ -385,6 +454,8 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
     /// start), counted as in flight from now, so a `syncNow` cannot see the queue idle before it.
     mutating func transferFinished(_ id: String, state: AttachmentState, _ finish: Finish) -> FinishOutcome {
         let transfer = transfers.removeValue(forKey: id)
+        if finish != .cancelled { raised.remove(id) }
+        if finish != .cancelled { pausedForPriority.remove(id) }
         changedSinceReconcile.insert(id)
         finishedTransferCount += 1
         if readsInFlight > 0 { finishedWhileReading[id] = finishedTransferCount }
@@ -399,7 +470,8 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
             skippedUntilTrigger[id] = state
         // Interrupted by stopSync: wait for the next trigger, unless sync has been started again meanwhile
         // (its first pass already ran, so nothing else would restart it).
-        case .cancelled: if !isSyncing { skippedUntilTrigger[id] = state }
+        case .cancelled:
+            if pausedForPriority.remove(id) == nil, !isSyncing { skippedUntilTrigger[id] = state }
         }
         var outcome = FinishOutcome()
         if mayStartTransfers { outcome.read = beginRead() }

@@ -64,15 +64,35 @@ struct AttachmentStore: Sendable {
     }
 
     /// Records waiting for a transfer whose retry time (if any) has come by `now` (milliseconds since
-    /// 1970), oldest first; at most `limit` of them.
+    /// 1970), by priority: uploads and deletes (this device's changes) before downloads, each oldest first;
+    /// at most `limit` of each.
     func queued(limit: Int, readyAt now: Int64, in tx: SqlTransaction) throws -> [AttachmentRecord] {
+        let changes = try queued(in: StateSet.sql([.queuedUpload, .queuedDelete]), limit: limit, readyAt: now, in: tx)
+        let downloads = try queued(in: StateSet.sql([.queuedDownload]), limit: limit, readyAt: now, in: tx)
+        return changes + downloads
+    }
+
+    private func queued(in states: String, limit: Int, readyAt now: Int64, in tx: SqlTransaction) throws
+        -> [AttachmentRecord]
+    {
         try tx.getAll(
             sql: """
                 SELECT \(AttachmentRecord.columns) FROM \(table)
-                WHERE state IN \(StateSet.queuedSQL) AND (next_attempt_at IS NULL OR next_attempt_at <= ?)
+                WHERE state IN \(states) AND (next_attempt_at IS NULL OR next_attempt_at <= ?)
                 ORDER BY timestamp, id LIMIT ?
                 """,
             parameters: [now, limit]
+        ) { try AttachmentRecord(cursor: $0) }
+    }
+
+    /// The queued records among `ids` (whatever their retry time: an app raised them).
+    func queued(ids: [String], in tx: SqlTransaction) throws -> [AttachmentRecord] {
+        guard !ids.isEmpty else { return [] }
+        let marks = Array(repeating: "?", count: ids.count).joined(separator: ", ")
+        return try tx.getAll(
+            sql: "SELECT \(AttachmentRecord.columns) FROM \(table) WHERE state IN \(StateSet.queuedSQL) "
+                + "AND id IN (\(marks)) ORDER BY timestamp, id",
+            parameters: ids.map { $0 as (any SqlValueConvertible)? }
         ) { try AttachmentRecord(cursor: $0) }
     }
 

@@ -72,12 +72,50 @@ extension AttachmentQueue {
                     message: "attachment \(String(reflecting: id)) cannot be downloaded: the network is unreachable",
                     attachmentId: id)
             }
+            // It takes a slot: when all are taken, the lowest-priority background transfer pauses for it
+            // (a download keeps its partial file, an upload its parts) and runs again after.
+            if let paused = machine.pauseTransfer(for: 4) {
+                logger.debug(
+                    "pausing a transfer for a download asked for", metadata: ["paused": "\(paused.id)", "for": "\(id)"])
+                paused.handle.cancel()
+            }
             return try await wait(for: startSharedDownload(record), id: id)
         }
         throw AttachmentError(
             code: .invalidState,
             message: "attachment \(String(reflecting: id)) kept changing while waiting to download it",
             attachmentId: id)
+    }
+
+    /// Moves an attachment's pending transfer ahead of every other: the app needs it soon (its cell scrolled
+    /// into view, say).
+    ///
+    /// It starts at once when a slot is free; when every slot is taken, the lowest-priority background
+    /// transfer pauses for it (a download keeps its partial file, an upload its parts, and both run again
+    /// after). Its retry time and an earlier failure are not waited for. The raise lasts until its transfer
+    /// ends; an attachment with nothing to transfer, or a queue not syncing, is left as it is until a pass
+    /// finds it queued.
+    ///
+    /// Priorities, highest first: a download asked for with ``download(attachmentId:)``, a raised attachment,
+    /// this device's uploads and deletes, then the downloads the queue makes by itself.
+    ///
+    /// ```swift
+    /// func cellWillAppear(photoId: String) async {
+    ///     try? await queue.raisePriority(attachmentId: photoId)
+    /// }
+    /// ```
+    ///
+    /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/closed`` after
+    ///   ``close()``; startup errors.
+    public func raisePriority(attachmentId id: String) async throws {
+        try await waitForInit()
+        try ensureOpen()
+        let (pause, read) = machine.raise(id)
+        if let pause {
+            logger.debug("pausing a transfer for a raised attachment", metadata: ["for": "\(id)"])
+            pause.cancel()
+        }
+        if let read { await startQueuedTransfers(read) }
     }
 
     /// How many callers wait for the download of `id` asked for (for tests).
