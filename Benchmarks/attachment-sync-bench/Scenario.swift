@@ -79,6 +79,11 @@ struct Scenario: Sendable {
             summary: "20 × 1 MiB up and down a folder remote capped at 4 MB/s each way (target within 10 % of the cap)",
             run: BandwidthCapScenario.run),
         Scenario(
+            name: "P15",
+            summary: "a download asked for with 1,000 automatic downloads queued on a 50 ms remote vs none queued "
+                + "(target ≤ 1.5×)",
+            run: OnDemandPriorityScenario.run),
+        Scenario(
             name: "P6",
             summary: "2,000 × 64 KiB uploads to the local Ceph S3 server vs rclone copy and aws s3 sync "
                 + "(target not slower than rclone)",
