@@ -64,6 +64,14 @@ struct PriorityTests {
         machine.started("late", handle: 5)
         _ = machine.transferFinished("late", state: .queuedDownload, .done)
         #expect(machine.raised.isEmpty, "the raise ends with its transfer")
+
+        // Raising an id with nothing queued is let go at the next read, not kept for ever.
+        _ = machine.raise("synced-already")
+        #expect(machine.raised == ["synced-already"])
+        let nextRead = machine.readQueued()
+        _ = machine.queuedRead(
+            try #require(nextRead), records: [Self.record("d3", .queuedDownload)], earliestRetry: nil, now: 0)
+        #expect(machine.raised.isEmpty)
     }
 
     @Test("a paused transfer is not held back until the next trigger, even in a syncNow round")

@@ -309,6 +309,9 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
         var outcome = ReadOutcome()
         var fresh = records.filter { (finishedWhileReading[$0.id] ?? Int.min) <= read.finishedBefore }
         if !raised.isEmpty {
+            // A raised id with no queued record (nothing to transfer, or done meanwhile) is let go: the read
+            // includes every queued raised record.
+            raised.formIntersection(Set(records.map(\.id)).union(transfers.keys))
             // Raised records first (once each), due now whatever their retry time.
             var seen: Set<String> = []
             let raisedRecords = fresh.filter { raised.contains($0.id) && seen.insert($0.id).inserted }.map {
