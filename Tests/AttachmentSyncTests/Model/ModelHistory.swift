@@ -10,11 +10,14 @@ struct ModelSetup: Sendable, CustomStringConvertible {
     var maxCacheBytes: Int64?
     var onDemand = false
     var concurrency = 1
+    /// Files above this size wait for an unmetered network (`networkPolicy`), or `nil` for none.
+    var unmeteredAbove: Int64?
 
     var description: String {
         "setup(insensitiveDisk: \(insensitiveDisk), maxAttempts: \(maxAttempts.map(String.init) ?? "nil"), "
             + "archivedCacheLimit: \(archivedCacheLimit), maxCacheBytes: \(maxCacheBytes.map(String.init) ?? "nil"), "
-            + "onDemand: \(onDemand), concurrency: \(concurrency))"
+            + "onDemand: \(onDemand), concurrency: \(concurrency), "
+            + "unmeteredAbove: \(unmeteredAbove.map(String.init) ?? "nil"))"
     }
 }
 
@@ -48,6 +51,10 @@ enum ModelStep: Sendable, Hashable, CustomStringConvertible {
     /// A clean restart: the queue is closed and opened again.
     case restart
     case retryAll
+    /// The network becomes offline (0), metered (1) or unmetered (2).
+    case network(Int)
+    /// `raisePriority(attachmentId:)`.
+    case raise(id: String)
 
     var description: String {
         switch self {
@@ -73,6 +80,8 @@ enum ModelStep: Sendable, Hashable, CustomStringConvertible {
         case .crash(let operations): "crash(operations: \(operations))"
         case .restart: "restart"
         case .retryAll: "retryAll"
+        case .network(let kind): "network(\(["offline", "metered", "unmetered"][kind]))"
+        case .raise(let id): "raise(id: \(id.debugDescription))"
         }
     }
 }
@@ -110,6 +119,7 @@ struct ModelHistory: Sendable, CustomStringConvertible {
         setup.archivedCacheLimit = pick([0, 1, 3, 100])
         setup.maxCacheBytes = pick([nil, nil, 6000, 100_000])
         setup.onDemand = chance(25)
+        setup.unmeteredAbove = pick([nil, nil, 1000])
         setup.concurrency = pick([1, 1, 2, 3])
 
         var content = 0
@@ -117,7 +127,7 @@ struct ModelHistory: Sendable, CustomStringConvertible {
         while steps.count < length {
             content += 1
             let anyId = pick(savedIds + seededIds)
-            switch random.next(below: 100) {
+            switch random.next(below: 106) {
             case 0..<16:
                 steps.append(
                     .save(
@@ -156,7 +166,9 @@ struct ModelHistory: Sendable, CustomStringConvertible {
                 steps.append(.fault(fault, count: pick([1, 2, 5])))
             case 89..<96: steps.append(.crash(operations: Int(random.next(below: 12)) + 1))
             case 96..<98: steps.append(.restart)
-            default: steps.append(.retryAll)
+            case 98..<100: steps.append(.retryAll)
+            case 100..<103: steps.append(.network(Int(random.next(below: 3))))
+            default: steps.append(.raise(id: anyId))
             }
         }
         return ModelHistory(seed: seed, setup: setup, steps: steps)

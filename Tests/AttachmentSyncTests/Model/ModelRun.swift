@@ -28,6 +28,8 @@ final class ModelRun {
     let root: URL
     let store = RemoteStore()
     let clock = ManualClock()
+    /// The device's network, which steps take down, make metered and bring back; it outlives restarts.
+    let network = ManualNetworkConditions()
     private(set) var violations: [String] = []
     private var stepIndex = -1
 
@@ -162,6 +164,8 @@ final class ModelRun {
         configuration.maxCacheBytes = history.setup.maxCacheBytes
         configuration.downloadPolicy = history.setup.onDemand ? .onDemand : .eager
         configuration.maxConcurrentTransfers = history.setup.concurrency
+        configuration.networkConditions = network
+        if let above = history.setup.unmeteredAbove { configuration.networkPolicy = .unmetered(above: above) }
         configuration.files = disk
         queue = AttachmentQueue(
             db: db, remoteStorage: ModelRemote(store: store, disk: disk), configuration: configuration,
@@ -324,6 +328,10 @@ final class ModelRun {
             do { try await restart() } catch { violation("restart failed: \(error)", kind: "harness") }
         case .retryAll:
             _ = try? await queue.retryAll()
+        case .network(let kind):
+            network.update([NetworkConditions.offline, .expensive, .unrestricted][kind])
+        case .raise(let id):
+            try? await queue.raisePriority(attachmentId: id)
         }
         // While syncing, let the background work finish before looking.
         if syncing, !crash.hasCrashed { try? await queue.syncNow() }
@@ -531,6 +539,7 @@ final class ModelRun {
     private func converge() async throws {
         await store.clearFaults()
         crash.disarm()
+        network.update(.unrestricted)
         try await restart()
         // Each round waits the longest a retry may be delayed, no more, and retries only what was given up (as
         // an app's "try again" would): an attachment parked beyond the backoff ceiling (an absurd Retry-After

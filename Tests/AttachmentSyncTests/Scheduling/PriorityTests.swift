@@ -74,6 +74,23 @@ struct PriorityTests {
         #expect(machine.raised.isEmpty)
     }
 
+    @Test("a raised record that cannot start (it waits for Wi-Fi) does not make the read ask again and again")
+    func raisedButBlockedDoesNotLoop() throws {
+        // Found by the model-based histories: the raised record, read twice (by id and in order), looked
+        // like a stale row, so every read asked for another and a syncNow never returned.
+        var machine = Machine(maxConcurrentTransfers: 2)
+        _ = machine.manualRoundStarted()
+        _ = machine.networkChanged(.expensive)
+        // A slot is free: the raise asks for a read at once.
+        let read = machine.raise("big").read
+        let big = Self.record("big", .queuedUpload)
+        let outcome = machine.queuedRead(
+            try #require(read), records: [big, big], earliestRetry: nil, now: 0, requirement: { _ in .unmetered })
+        #expect(outcome.start.isEmpty)
+        #expect(outcome.readAgain == nil)
+        #expect(machine.isIdle)
+    }
+
     @Test("a paused transfer is not held back until the next trigger, even in a syncNow round")
     func pausedIsNotSkipped() throws {
         var machine = Machine(maxConcurrentTransfers: 1)

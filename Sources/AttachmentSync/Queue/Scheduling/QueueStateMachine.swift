@@ -307,14 +307,16 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
         requirement: (AttachmentRecord) -> NetworkRequirement = { _ in .any }
     ) -> ReadOutcome {
         var outcome = ReadOutcome()
+        // A raised record comes twice (read by id, and in the queue's order): once is enough.
+        var ids: Set<String> = []
+        let records = records.filter { ids.insert($0.id).inserted }
         var fresh = records.filter { (finishedWhileReading[$0.id] ?? Int.min) <= read.finishedBefore }
         if !raised.isEmpty {
             // A raised id with no queued record (nothing to transfer, or done meanwhile) is let go: the read
             // includes every queued raised record.
-            raised.formIntersection(Set(records.map(\.id)).union(transfers.keys))
+            raised.formIntersection(ids.union(transfers.keys))
             // Raised records first (once each), due now whatever their retry time.
-            var seen: Set<String> = []
-            let raisedRecords = fresh.filter { raised.contains($0.id) && seen.insert($0.id).inserted }.map {
+            let raisedRecords = fresh.filter { raised.contains($0.id) }.map {
                 var record = $0
                 record.nextAttemptAt = nil
                 return record
