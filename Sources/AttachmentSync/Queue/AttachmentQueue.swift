@@ -245,9 +245,10 @@ public actor AttachmentQueue {
     }
 
     /// A queue dropped without ``close()`` gives its directory's lock up (the process keeps it while another
-    /// queue on the directory holds it).
+    /// queue on the directory holds it) and stops following the network.
     deinit {
         directoryLock?.release()
+        networkFollower?.cancel()
     }
 
     // MARK: - Lifecycle
