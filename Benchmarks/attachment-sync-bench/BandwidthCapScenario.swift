@@ -50,16 +50,7 @@ enum BandwidthCapScenario {
             let (ids, upload) = try await withDevice(in: a, remote: remote, configure: { $0.bandwidthLimit = limit }) {
                 device in
                 try await device.queue.startSync()
-                let (ids, elapsed) = try await measure {
-                    var ids: [String] = []
-                    for data in files {
-                        let attachment = try await device.queue.saveFile(
-                            data: data, mediaType: "application/octet-stream", fileExtension: "bin")
-                        ids.append(attachment.id)
-                    }
-                    try await device.waitForCount(files.count, in: .synced, seconds: 300)
-                    return ids
-                }
+                let (ids, elapsed) = try await device.saveUntilSynced(files)
                 try await verifyAllSynced(
                     device, expected: Dictionary(uniqueKeysWithValues: zip(ids, files)), remote: .folder(remoteFolder))
                 return (ids, elapsed)

@@ -83,6 +83,22 @@ struct Device: Sendable {
         }
     }
 
+    /// Saves each of `files` (`.bin`, with sync on) and waits until all are synced; returns their ids, in
+    /// order, and the time from the first save until the last is synced.
+    func saveUntilSynced(_ files: [Data]) async throws -> (ids: [String], elapsed: Duration) {
+        let (ids, elapsed) = try await measure {
+            var ids: [String] = []
+            for data in files {
+                let attachment = try await queue.saveFile(
+                    data: data, mediaType: "application/octet-stream", fileExtension: "bin")
+                ids.append(attachment.id)
+            }
+            try await waitForCount(files.count, in: .synced, seconds: 300)
+            return ids
+        }
+        return (ids, elapsed)
+    }
+
     /// Waits, through a watch of the attachments table (no polling), until `count` records are in
     /// `state`. Throws a ``BenchmarkFailure`` naming what is still missing after `seconds`.
     func waitForCount(_ count: Int, in state: AttachmentState, seconds: Double) async throws {

@@ -91,16 +91,7 @@ enum FolderUploadsScenario {
             let remote = FileSystemRemoteStorage(directory: remoteFolder)
             return try await withDevice(in: folder, remote: remote) { device in
                 try await device.queue.startSync()
-                let (ids, elapsed) = try await measure {
-                    var ids: [String] = []
-                    for data in files {
-                        let attachment = try await device.queue.saveFile(
-                            data: data, mediaType: "application/octet-stream", fileExtension: "bin")
-                        ids.append(attachment.id)
-                    }
-                    try await device.waitForCount(files.count, in: .synced, seconds: 300)
-                    return ids
-                }
+                let (ids, elapsed) = try await device.saveUntilSynced(files)
                 let expected = Dictionary(uniqueKeysWithValues: zip(ids, files))
                 try await verifyAllSynced(device, expected: expected, remote: .folder(remoteFolder))
                 return elapsed
