@@ -100,13 +100,15 @@ struct Device: Sendable {
     }
 
     /// Waits, through a watch of the attachments table (no polling), until `count` records are in
-    /// `state`. Throws a ``BenchmarkFailure`` naming what is still missing after `seconds`.
-    func waitForCount(_ count: Int, in state: AttachmentState, seconds: Double) async throws {
+    /// `state` (with `orMore`, at least `count`: emissions are coalesced, so a count that keeps growing
+    /// may skip the exact figure). Throws a ``BenchmarkFailure`` naming what is still missing after
+    /// `seconds`.
+    func waitForCount(_ count: Int, orMore: Bool = false, in state: AttachmentState, seconds: Double) async throws {
         let counts = try db.watch(
             sql: "SELECT count(*) AS n FROM attachments WHERE state = ?", parameters: [state.rawValue]
         ) { try $0.getInt(name: "n") }
         let reached = try await withDeadline(seconds: seconds) {
-            try await counts.first { $0 == [count] } != nil
+            try await counts.first { orMore ? ($0.first ?? 0) >= count : $0 == [count] } != nil
         }
         guard reached == true else {
             let seen = (try? await self.count(in: state)) ?? -1

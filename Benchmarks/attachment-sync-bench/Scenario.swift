@@ -84,6 +84,10 @@ struct Scenario: Sendable {
                 + "(target ≤ 1.5×)",
             run: OnDemandPriorityScenario.run),
         Scenario(
+            name: "P13",
+            summary: "CPU per upload to a folder remote with 1,000 vs 100,000 uploads queued (target ≤ 1.2×)",
+            run: QueueLengthScenario.run),
+        Scenario(
             name: "P6",
             summary: "2,000 × 64 KiB uploads to the local Ceph S3 server vs rclone copy and aws s3 sync "
                 + "(target not slower than rclone)",

@@ -24,8 +24,9 @@ let attachmentTableColumns: [Column] = AttachmentColumn.allCases.map(\.definitio
 /// 1970 of the content's last use, for least-recently-used eviction), `given_up` (INTEGER, the raw
 /// ``AttachmentState`` of a transfer the queue gave up on, else NULL) and `awaiting_upload` (INTEGER, how
 /// many downloads in a row found no remote file yet, else NULL). An index on (`state`, `timestamp`)
-/// serves the queue's "oldest queued first" look-ups, one on `filename` its check that no two attachments
-/// share a remote file. Opening a database whose attachments table lacks newer columns or indexes adds
+/// serves the queue's "oldest queued first" look-ups, one on (`state`, `next_attempt_at`) its look-up of
+/// the next retry time, and one on `filename` its check that no two attachments share a remote file; with
+/// them, starting the next transfer costs the same however many are queued. Opening a database whose attachments table lacks newer columns or indexes adds
 /// them.
 ///
 /// - Parameter name: The table's name. The default is `attachments`.
@@ -35,6 +36,7 @@ public func createAttachmentTable(name: String = "attachments") -> Table {
         columns: attachmentTableColumns,
         indexes: [
             Index(name: "state_timestamp", columns: [.ascending("state"), .ascending("timestamp")]),
+            Index(name: "state_retry", columns: [.ascending("state"), .ascending("next_attempt_at")]),
             Index(name: "filename", columns: [.ascending("filename")]),
         ],
         localOnly: true

@@ -66,22 +66,26 @@ struct AttachmentStore: Sendable {
     /// Records waiting for a transfer whose retry time (if any) has come by `now` (milliseconds since
     /// 1970), by priority: uploads and deletes (this device's changes) before downloads, each oldest first;
     /// at most `limit` of each.
+    ///
+    /// One query per state, each an ordered walk of the (`state`, `timestamp`) index that stops after
+    /// `limit` rows, so a read costs the same with 100 or 100,000 records queued. (One query over
+    /// `state IN (…)` cannot walk the index in order: SQLite reads every queued record and sorts them.)
     func queued(limit: Int, readyAt now: Int64, in tx: SqlTransaction) throws -> [AttachmentRecord] {
-        let changes = try queued(in: StateSet.sql([.queuedUpload, .queuedDelete]), limit: limit, readyAt: now, in: tx)
-        let downloads = try queued(in: StateSet.sql([.queuedDownload]), limit: limit, readyAt: now, in: tx)
-        return changes + downloads
+        let changes = try queued(in: .queuedUpload, limit: limit, readyAt: now, in: tx)
+            .merged(with: try queued(in: .queuedDelete, limit: limit, readyAt: now, in: tx))
+        return Array(changes.prefix(limit)) + (try queued(in: .queuedDownload, limit: limit, readyAt: now, in: tx))
     }
 
-    private func queued(in states: String, limit: Int, readyAt now: Int64, in tx: SqlTransaction) throws
+    private func queued(in state: AttachmentState, limit: Int, readyAt now: Int64, in tx: SqlTransaction) throws
         -> [AttachmentRecord]
     {
         try tx.getAll(
             sql: """
                 SELECT \(AttachmentRecord.columns) FROM \(table)
-                WHERE state IN \(states) AND (next_attempt_at IS NULL OR next_attempt_at <= ?)
+                WHERE state = ? AND (next_attempt_at IS NULL OR next_attempt_at <= ?)
                 ORDER BY timestamp, id LIMIT ?
                 """,
-            parameters: [now, limit]
+            parameters: [state.rawValue, now, limit]
         ) { try AttachmentRecord(cursor: $0) }
     }
 
@@ -105,20 +109,29 @@ struct AttachmentStore: Sendable {
             arguments: [])
     }
 
-    /// The soonest retry time after `now` among queued records, if any.
+    /// The soonest retry time after `now` among queued records, if any: per state, the first entry after
+    /// `now` in the (`state`, `next_attempt_at`) index.
     func earliestRetry(after now: Int64, in tx: SqlTransaction) throws -> Int64? {
-        try tx.get(
-            sql:
-                "SELECT min(next_attempt_at) AS soonest FROM \(table) WHERE state IN \(StateSet.queuedSQL) "
-                + "AND next_attempt_at > ?",
-            parameters: [now]
-        ) { try $0.getInt64Optional(name: "soonest") }
+        try StateSet.queued.compactMap { state in
+            try tx.get(
+                sql: "SELECT min(next_attempt_at) AS soonest FROM \(table) WHERE state = ? AND next_attempt_at > ?",
+                parameters: [state.rawValue, now]
+            ) { try $0.getInt64Optional(name: "soonest") }
+        }.min()
     }
 
-    /// A query whose result changes whenever a record enters or leaves a queued state (every write of the
-    /// queue moves `timestamp` forward), for the sync trigger's watch.
+    /// A query whose result changes whenever a record enters a queued state, for the sync trigger's watch:
+    /// the newest `timestamp` of each queued state. Every write of the queue that puts a record in a queued
+    /// state gives it a timestamp later than any it gave before, so that state's newest timestamp moves.
+    /// Each is one look-up in the (`state`, `timestamp`) index, however long the queue: the watch runs
+    /// again after every commit to the table, a finished transfer's included. (Records leaving a queued
+    /// state need no signal: the queue finishes those transfers itself, and a record leaving otherwise
+    /// frees no slot.)
     var queuedSignalSQL: String {
-        "SELECT count(*) AS n, max(timestamp) AS latest FROM \(table) WHERE state IN \(StateSet.queuedSQL)"
+        "SELECT "
+            + StateSet.queued.map {
+                "(SELECT max(timestamp) FROM \(table) WHERE state = \($0.rawValue)) AS latest\($0.rawValue)"
+            }.joined(separator: ", ")
     }
 
     /// The status snapshot's query, one row per kind: 0 totals by state, 1 a transfer waiting for its retry,
@@ -373,5 +386,24 @@ struct AttachmentStore: Sendable {
 
     private var unquotedName: String {
         String(table.dropFirst().dropLast()).replacingOccurrences(of: "\"\"", with: "\"")
+    }
+}
+
+extension Array where Element == AttachmentRecord {
+    /// Both arrays' records, oldest first (each must be sorted by `timestamp`, then `id`).
+    func merged(with other: [AttachmentRecord]) -> [AttachmentRecord] {
+        var merged: [AttachmentRecord] = []
+        merged.reserveCapacity(count + other.count)
+        var (i, j) = (startIndex, other.startIndex)
+        while i < endIndex, j < other.endIndex {
+            if (other[j].timestamp, other[j].id) < (self[i].timestamp, self[i].id) {
+                merged.append(other[j])
+                j += 1
+            } else {
+                merged.append(self[i])
+                i += 1
+            }
+        }
+        return merged + self[i...] + other[j...]
     }
 }

@@ -21,15 +21,15 @@ extension AttachmentQueue {
         }
     }
 
-    /// Triggers a pass whenever a record enters or leaves a queued state (the first emission is the startup
-    /// trigger). The watch reads any value without failing; should it fail anyway (a closed database), it
+    /// Triggers a pass whenever a record enters a queued state (the first emission is the startup trigger;
+    /// see ``AttachmentStore/queuedSignalSQL``). The watch reads any value without failing; should it fail anyway (a closed database), it
     /// is made anew after a pause, like the app's watch.
     func followAttachmentsTable(triggers: AsyncStream<Void>.Continuation) async {
         var failures = 0
         while !Task.isCancelled {
             do {
                 let signals = try db.watch(sql: store.queuedSignalSQL) { cursor in
-                    [try cursor.getValue(name: "n"), try cursor.getValue(name: "latest")]
+                    try StateSet.queued.map { try cursor.getValue(name: "latest\($0.rawValue)") }
                 }
                 for try await _ in signals {
                     failures = 0
