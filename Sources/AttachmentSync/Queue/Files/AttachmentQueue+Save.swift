@@ -40,30 +40,9 @@ extension AttachmentQueue {
         updateHook: @escaping @Sendable (SqlTransaction, Attachment) throws -> Void = { _, _ in }
     ) async throws -> Attachment {
         try await operation {
-            let names = try await newAttachmentNames(id: id, fileExtension: fileExtension)
-            defer { machine.release(names.id) }
-            let record = AttachmentRecord(
-                id: names.id, filename: names.filename, state: .queuedUpload, timestamp: 0,
-                localPath: names.localName, mediaType: mediaType, size: Int64(data.count), metaData: metaData,
-                contentHash: FileStreaming.sha256(data))
-            let staged = localPath(FileName.savingName(for: names.localName))
-            do {
-                if localStorage.plainFileURL(filePath: staged) != nil {
-                    try files.removeFile(atPath: staged)
-                    try files.writeDurably(data, toPath: staged)
-                } else {
-                    _ = try await localStorage.saveFile(filePath: staged, data: data)
-                }
-            } catch {
-                try? await localStorage.deleteFile(filePath: staged)
-                throw error
-            }
-            let committed = try await placeAndCommit(
-                record, staged: staged, durably: false, updateHook: updateHook)
-            logger.debug("saved", metadata: ["attachment": "\(names.id)", "bytes": "\(data.count)"])
-            // The pass the new record triggered skipped it while it was reserved: ask for another.
-            trigger()
-            return committed
+            try await saveBatch(
+                [NewFile(data: data, mediaType: mediaType, fileExtension: fileExtension, metaData: metaData, id: id)]
+            ) { tx, attachments in try updateHook(tx, attachments[0]) }[0]
         }
     }
 
@@ -116,89 +95,24 @@ extension AttachmentQueue {
         updateHook: @escaping @Sendable (SqlTransaction, Attachment) throws -> Void = { _, _ in }
     ) async throws -> Attachment {
         try await operation {
-            let source = fileURL.standardizedFileURL.path
-            let isLink = try checkSourceFile(source, moving: moveFile)
-            let names = try await newAttachmentNames(
-                id: id, fileExtension: fileExtension ?? (fileURL.pathExtension.isEmpty ? nil : fileURL.pathExtension))
-            defer { machine.release(names.id) }
-
-            let staged = localPath(FileName.savingName(for: names.localName))
-            let size: Int64
-            let sha256: String
-            if localStorage.plainFileURL(filePath: staged) != nil {
-                do {
-                    try files.removeFile(atPath: staged)
-                    // A second name for the caller's file (no bytes copied), when moving within one volume.
-                    if moveFile, !isLink, (try? files.link(source, to: staged)) != nil {
-                        try files.synchronizeFile(atPath: staged)
-                        (size, sha256) = try await files.digest(ofFileAt: staged)
-                    } else {
-                        let copied = try await files.copy(from: source, to: staged)
-                        (size, sha256) = (copied.size, copied.sha256 ?? "")
-                    }
-                } catch {
-                    try? files.removeFile(atPath: staged)
-                    throw error
-                }
-            } else {
-                // The local adapter transforms what it stores: it can only take the content as data.
-                let data = try fileSystem(path: source) { try Data(contentsOf: URL(fileURLWithPath: source)) }
-                do {
-                    _ = try await localStorage.saveFile(filePath: staged, data: data)
-                } catch {
-                    try? await localStorage.deleteFile(filePath: staged)
-                    throw error
-                }
-                (size, sha256) = (Int64(data.count), FileStreaming.sha256(data))
-            }
-            let record = AttachmentRecord(
-                id: names.id, filename: names.filename, state: .queuedUpload, timestamp: 0,
-                localPath: names.localName, mediaType: mediaType, size: size, metaData: metaData, contentHash: sha256)
-            let committed = try await placeAndCommit(
-                record, staged: staged, durably: moveFile, updateHook: updateHook)
-            if moveFile {
-                // The record is on stable storage: the original is redundant now. Failing to remove it loses
-                // nothing, so it is not an error (the call has succeeded).
-                do {
-                    try files.removeFile(atPath: source)
-                    try files.synchronizeDirectory(atPath: (source as NSString).deletingLastPathComponent)
-                } catch {
-                    logger.warning(
-                        "the saved file could not be removed from where it was; it is left in place",
-                        metadata: ["attachment": "\(names.id)", "file": "\(source)", "error": "\(error)"])
-                }
-            }
-            logger.debug("saved from a file", metadata: ["attachment": "\(names.id)", "bytes": "\(size)"])
-            trigger()
-            return committed
+            try await saveBatch(
+                [
+                    NewFile(
+                        fileURL: fileURL, mediaType: mediaType, fileExtension: fileExtension, metaData: metaData,
+                        id: id, moveFile: moveFile)
+                ]
+            ) { tx, attachments in try updateHook(tx, attachments[0]) }[0]
         }
     }
 
-    /// The id, remote filename and local file name of a new attachment, validated, with the id reserved
-    /// (no transfer starts for it, no other save takes it) and free in the table. The caller releases the
-    /// reservation.
-    func newAttachmentNames(id: String?, fileExtension: String?) async throws
+    /// The id, remote filename and local file name of a new attachment, validated.
+    func newAttachmentNames(id: String?, fileExtension: String?) throws
         -> (id: String, filename: String, localName: String)
     {
         let id = id ?? UUID().uuidString.lowercased()
         let ext = try FileName.normalizedExtension(fileExtension, attachmentId: id)
         let filename = try FileName.derivedFilename(id: id, fileExtension: ext)
         let localName = try FileName.localName(id: id, fileExtension: ext)
-        guard machine.reserve(id) else {
-            throw AttachmentError(
-                code: .alreadyExists, message: "attachment \(String(reflecting: id)) is being saved", attachmentId: id)
-        }
-        do {
-            let store = store
-            if try await db.readTransaction({ tx in try store.record(id: id, in: tx) }) != nil {
-                throw AttachmentError(
-                    code: .alreadyExists, message: "an attachment with id \(String(reflecting: id)) already exists",
-                    attachmentId: id)
-            }
-        } catch {
-            machine.release(id)
-            throw error
-        }
         return (id, filename, localName)
     }
 }

@@ -79,14 +79,19 @@ struct AttachmentStore: Sendable {
     private func queued(in state: AttachmentState, limit: Int, readyAt now: Int64, in tx: SqlTransaction) throws
         -> [AttachmentRecord]
     {
-        try tx.getAll(
-            sql: """
-                SELECT \(AttachmentRecord.columns) FROM \(table)
-                WHERE state = ? AND (next_attempt_at IS NULL OR next_attempt_at <= ?)
-                ORDER BY timestamp, id LIMIT ?
-                """,
-            parameters: [state.rawValue, now, limit]
-        ) { try AttachmentRecord(cursor: $0) }
+        try tx.getAll(sql: queuedSQL, parameters: [state.rawValue, now, limit]) { try AttachmentRecord(cursor: $0) }
+    }
+
+    /// The read of one queued state's due records, oldest first; parameters: the state, now, the limit.
+    /// The retry time is tested through `coalesce` so that no index on it applies: with one, SQLite may
+    /// collect every due record of the state through the (`state`, `next_attempt_at`) index and sort them,
+    /// where walking (`state`, `timestamp`) in order stops at the limit.
+    var queuedSQL: String {
+        """
+        SELECT \(AttachmentRecord.columns) FROM \(table)
+        WHERE state = ? AND coalesce(next_attempt_at, 0) <= ?
+        ORDER BY timestamp, id LIMIT ?
+        """
     }
 
     /// The queued records among `ids` (whatever their retry time: an app raised them).
@@ -113,11 +118,15 @@ struct AttachmentStore: Sendable {
     /// `now` in the (`state`, `next_attempt_at`) index.
     func earliestRetry(after now: Int64, in tx: SqlTransaction) throws -> Int64? {
         try StateSet.queued.compactMap { state in
-            try tx.get(
-                sql: "SELECT min(next_attempt_at) AS soonest FROM \(table) WHERE state = ? AND next_attempt_at > ?",
-                parameters: [state.rawValue, now]
-            ) { try $0.getInt64Optional(name: "soonest") }
+            try tx.get(sql: earliestRetrySQL, parameters: [state.rawValue, now]) {
+                try $0.getInt64Optional(name: "soonest")
+            }
         }.min()
+    }
+
+    /// The soonest retry time of one queued state after a time; parameters: the state, the time.
+    var earliestRetrySQL: String {
+        "SELECT min(next_attempt_at) AS soonest FROM \(table) WHERE state = ? AND next_attempt_at > ?"
     }
 
     /// A query whose result changes whenever a record enters a queued state, for the sync trigger's watch:
