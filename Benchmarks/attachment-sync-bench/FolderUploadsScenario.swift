@@ -2,7 +2,8 @@ import AttachmentSync
 import Foundation
 
 /// P2: many 64 KiB `saveFile(data:…)` calls uploaded to a ``FileSystemRemoteStorage`` folder, against a
-/// plain loop that writes the same bytes to a file and copies it into a folder with `FileManager`.
+/// loop that is as durable: it writes the same bytes to a file, flushed, and copies it into a folder,
+/// flushed too. A plain loop (`Data.write(to:)`, then `FileManager.copyItem`) is printed for information.
 ///
 /// The queue runs with its default `maxConcurrentTransfers` (4) and a 10 ms throttle, sync on from the
 /// start; the time runs from the first `saveFile` until the table shows every attachment synced (seen
@@ -10,11 +11,11 @@ import Foundation
 ///
 /// The disk is noisy (a virtual disk's flushes), so the two sides take turns three times (once with
 /// `--quick`) and the medians are compared. Note that on Linux `Data.write(to:)` flushes the file
-/// (`fsync`) itself, so the baseline is one durable write and one plain copy per file.
+/// (`fsync`) itself, so the plain loop is one durable write and one unflushed copy per file.
 enum FolderUploadsScenario {
     /// The size of each file.
     static let fileSize = 64 * 1024
-    /// The most the queue may take, as a multiple of the plain loop's time.
+    /// The most the queue may take, as a multiple of the as-durable loop's time.
     static let targetRatio = 1.3
 
     /// Runs P2.
@@ -29,27 +30,28 @@ enum FolderUploadsScenario {
             projects.append(try await queueUploads(files))
             durableBaselines.append(try await plainLoop(files, durable: true))
         }
-        let baseline = median(baselines)
+        let plain = median(baselines)
         let durable = median(durableBaselines)
         let project = median(projects)
-        let ratio = project.seconds / baseline.seconds
+        let ratio = project.seconds / durable.seconds
         return ScenarioReport(
             title: "\(formatCount(count)) × 64 KiB saves to a folder remote",
-            figures: "queue \(formatDuration(project)) vs plain write+copy \(formatDuration(baseline))"
+            figures: "queue \(formatDuration(project)) vs an as-durable write+copy loop \(formatDuration(durable))"
                 + (projects.count > 1 ? " (medians of \(projects.count))" : ""),
             result: "\(formatRatio(ratio)) the baseline",
             target: "target ≤ \(targetRatio)×",
             verdict: ratio <= targetRatio ? .pass : .miss,
             details: [
                 String(
-                    format: "per file: queue %.2f ms, plain loop %.2f ms", project.milliseconds / Double(count),
-                    baseline.milliseconds / Double(count)),
-                "rounds: queue " + projects.map(formatDuration).joined(separator: ", ") + "; plain loop "
+                    format: "per file: queue %.2f ms, as-durable loop %.2f ms, plain loop %.2f ms",
+                    project.milliseconds / Double(count), durable.milliseconds / Double(count),
+                    plain.milliseconds / Double(count)),
+                "rounds: queue " + projects.map(formatDuration).joined(separator: ", ") + "; as-durable loop "
+                    + durableBaselines.map(formatDuration).joined(separator: ", ") + "; plain loop "
                     + baselines.map(formatDuration).joined(separator: ", "),
-                "for comparison, a plain loop as durable as the queue (each file and its copy flushed): "
-                    + "\(formatDuration(durable)) (rounds "
-                    + durableBaselines.map(formatDuration).joined(separator: ", ")
-                    + "); the queue takes " + formatRatio(project.seconds / durable.seconds) + " that",
+                "for information, a plain loop (Data.write, which flushes on Linux, then an unflushed copy): "
+                    + "\(formatDuration(plain)); the queue takes " + formatRatio(project.seconds / plain.seconds)
+                    + " that",
             ])
     }
 

@@ -229,3 +229,45 @@ private struct ListingPage {
         }
     }
 }
+
+extension S3Bucket {
+    /// Creates the bucket with the adapter, saying how to start the server when it is not reachable.
+    func create(folder: WorkFolder) async throws {
+        let storage = try server.storage(
+            bucket: name, keyPrefix: "", stateDirectory: try folder.makeFolder("multipart-state"))
+        do {
+            try await storage.createBucket()
+            try await storage.shutdown()
+        } catch {
+            try? await storage.shutdown()
+            throw BenchmarkFailure(
+                "cannot create a bucket on the S3 server at \(server.endpointString) (start it with "
+                    + "`scripts/s3-server start`, see scripts/SERVERS.md): \(error)")
+        }
+    }
+
+    /// Uploads `objects` as `prefix` + name through the adapter, `concurrency` at a time (not timed: set-up).
+    func put(_ objects: [(name: String, data: Data)], prefix: String, concurrency: Int) async throws {
+        try await withWorkFolder("put") { folder in
+            let storage = try server.storage(
+                bucket: name, keyPrefix: prefix, stateDirectory: try folder.makeFolder("state"))
+            do {
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for (index, object) in objects.enumerated() {
+                        if index >= concurrency { try await group.next() }
+                        group.addTask {
+                            try await storage.uploadFile(
+                                data: object.data,
+                                attachment: Attachment(id: object.name, filename: object.name, state: .queuedUpload))
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                try await storage.shutdown()
+            } catch {
+                try? await storage.shutdown()
+                throw error
+            }
+        }
+    }
+}

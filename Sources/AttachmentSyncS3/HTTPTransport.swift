@@ -135,9 +135,9 @@ struct HTTPTransport: Sendable {
     /// otherwise the content from `offset` on, appended to the first `offset` bytes the file holds, when the
     /// object is provably the one those bytes came from.
     ///
-    /// While a download is incomplete, what identifies the object (its `ETag`, else its `Last-Modified`, and its
-    /// size) is kept beside `destination` in a small file (``resumeValidatorURL(for:)``), removed once the
-    /// body is complete. A resume sends it as `If-Match` (or `If-Unmodified-Since`), so a server answers 412
+    /// While a download of more than ``smallestResumable`` bytes is incomplete, what identifies the object (its
+    /// `ETag`, else its `Last-Modified`, and its size) is kept beside `destination` in a small file
+    /// (``resumeValidatorURL(for:)``), removed once the body is complete. A resume sends it as `If-Match` (or `If-Unmodified-Since`), so a server answers 412
     /// when the object changed; the download then starts over from byte 0 rather than splice two versions.
     /// The same happens when a `206` does not cover exactly the rest of an object of the expected size, when
     /// no validator is kept and `requiresValidator` is `true`, and when a `416` (nothing left to read) is not
@@ -262,15 +262,20 @@ struct HTTPTransport: Sendable {
         let validatorURL = Self.resumeValidatorURL(for: destination)
         let handle = try SystemFileOperations().openDownload(destination, at: 0)
         defer { handle.close() }
-        if let validator = ResumeValidator(headers: response.headers, size: length) {
+        // A small object is fetched again whole rather than resumed: its validator file would cost more (a
+        // file created and removed per download) than the bytes it could save.
+        let validator =
+            length.map { $0 <= Self.smallestResumable } == true
+            ? nil : ResumeValidator(headers: response.headers, size: length)
+        if let validator {
             validator.save(to: validatorURL)
         } else {
-            try? FileManager.default.removeItem(at: validatorURL)
+            _ = unlink(validatorURL.path)
         }
         let written = try await write(
             response, to: handle, url: destination, base: 0, expected: length, total: length, limit: expectedSize,
             event: event, attachmentId: attachmentId, meter: meter, progress: progress)
-        try? FileManager.default.removeItem(at: validatorURL)
+        if validator != nil { try? FileManager.default.removeItem(at: validatorURL) }
         return DownloadedObject(size: length ?? written, headers: response.headers)
     }
 
@@ -322,6 +327,10 @@ struct HTTPTransport: Sendable {
         }
         return written
     }
+
+    /// The size up to which a download keeps no resume validator, so that an interrupted one starts over:
+    /// 64 KiB, where fetching the bytes again costs less than a file created and removed per download.
+    static let smallestResumable: Int64 = 64 << 10
 
     /// Where the resume validator of a download into `destination` is kept: beside it, named
     /// `.attachment-sync-etag-<name>` (the name the queue keeps with a partial download and removes with it).

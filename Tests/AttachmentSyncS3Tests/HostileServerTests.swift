@@ -74,8 +74,9 @@ private final class ServedObject: Sendable {
 
 @Suite("Hostile and broken servers (scripted, on 127.0.0.1)")
 struct HostileServerTests {
-    static let content = testBytes(count: 20_000, seed: 7)
-    static let changed = testBytes(count: 20_000, seed: 8)
+    // Above HTTPTransport.smallestResumable: smaller downloads start over rather than resume.
+    static let content = testBytes(count: 200_000, seed: 7)
+    static let changed = testBytes(count: 200_000, seed: 8)
 
     /// Runs `body` with an HTTP adapter on a scripted server serving `object`, and a folder for downloads.
     private static func with(
@@ -135,7 +136,7 @@ struct HostileServerTests {
                 attachment: attachment("photo.jpg"), into: destination, from: 5000, progress: progress.handler)
 
             #expect(try Data(contentsOf: destination) == Self.content)
-            #expect(info.size == 20_000)
+            #expect(info.size == 200_000)
             let resumed = try #require(server.requests.last)
             #expect(resumed.header("range") == "bytes=5000-")
             #expect(resumed.header("if-match") == "\"v1\"")
@@ -214,8 +215,8 @@ struct HostileServerTests {
             try (partial + Self.content.dropFirst(5000)).write(to: destination)
             let before = server.requests.count
             let info = try await storage.downloadFile(
-                attachment: attachment("photo.jpg"), into: destination, from: 20_000, progress: { _ in })
-            #expect(info.size == 20_000)
+                attachment: attachment("photo.jpg"), into: destination, from: 200_000, progress: { _ in })
+            #expect(info.size == 200_000)
             #expect(try Data(contentsOf: destination) == Self.content)
             #expect(server.requests.dropFirst(before).map(\.method) == [.GET, .HEAD])
 
@@ -242,6 +243,33 @@ struct HostileServerTests {
         }
     }
 
+    @Test("a small object keeps no validator file while it downloads: interrupted, it is fetched again whole")
+    func smallDownloadsStartOver() async throws {
+        let small = testBytes(count: Int(HTTPTransport.smallestResumable), seed: 9)
+        let object = ServedObject(small)
+        try await Self.with(object) { storage, server, directory in
+            let destination = directory.appendingPathComponent("partial")
+            object.change { $0.holdAfter = 5000 }
+            let arrived = AsyncStream.makeStream(of: Int64.self)
+            let download = Task {
+                try await storage.downloadFile(attachment: attachment("photo.jpg"), into: destination, from: 0) {
+                    arrived.continuation.yield($0.completedBytes)
+                }
+            }
+            _ = try await withDeadline("the first bytes") { await arrived.stream.first { $0 >= 5000 } }
+            download.cancel()
+            _ = await download.result
+            object.change { $0.holdAfter = nil }
+            #expect(!FileManager.default.fileExists(atPath: HTTPTransport.resumeValidatorURL(for: destination).path))
+
+            let before = server.requests.count
+            _ = try await storage.downloadFile(
+                attachment: attachment("photo.jpg"), into: destination, from: 5000, progress: { _ in })
+            #expect(try Data(contentsOf: destination) == small)
+            #expect(server.requests.dropFirst(before).map { $0.header("range") } == [nil])
+        }
+    }
+
     @Test("an object whose size is not the attachment's is refused before its body is read")
     func wrongSizeIsRefused() async throws {
         let object = ServedObject(Self.content)
@@ -253,7 +281,7 @@ struct HostileServerTests {
                 _ = try await storage.downloadFile(attachment: file, into: destination, from: 0, progress: { _ in })
             }
             #expect(error?.code == .integrityMismatch)
-            #expect(error?.message.contains("20000") == true)
+            #expect(error?.message.contains("200000") == true)
 
             // Sent chunked, with no length to refuse up front: writing stops at the attachment's size.
             object.change { $0.chunked = true }
