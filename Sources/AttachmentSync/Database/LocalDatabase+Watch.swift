@@ -30,6 +30,15 @@ extension LocalDatabase {
     public func watch<RowType: Sendable>(
         options: WatchOptions<RowType>
     ) throws -> AsyncThrowingStream<[RowType], any Error> {
+        try watch(options: options, caching: false)
+    }
+
+    /// ``watch(options:)``; with `caching`, the statement stays compiled in each reading connection's cache
+    /// between runs. For the queue's own watches, whose SQL is one fixed text: an app's watches may be made
+    /// with ever new SQL, which would grow the caches for good.
+    func watch<RowType: Sendable>(
+        options: WatchOptions<RowType>, caching: Bool
+    ) throws -> AsyncThrowingStream<[RowType], any Error> {
         try ensureOpen()
         let sql = options.sql
         let arguments = StatementArguments(options.parameters)
@@ -50,7 +59,9 @@ extension LocalDatabase {
 
         let observation =
             ValueObservation
-            .tracking { db in try SqlTransaction(db).fetchResultSet(sql: sql, arguments: arguments) }
+            .tracking { db in
+                try SqlTransaction(db, caching: caching).fetchResultSet(sql: sql, arguments: arguments)
+            }
             // A DatabasePool can deliver its first value twice; equal results carry no news either.
             .removeDuplicates()
             .map { resultSet in try resultSet.map(mapper) }

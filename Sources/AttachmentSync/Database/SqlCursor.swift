@@ -151,7 +151,7 @@ extension SqlTransaction {
     /// Runs a query and hands each row to `body` as a cursor.
     func forEachRow(sql: String, parameters: SqlParameters, _ body: (SqlCursor) throws -> Bool) throws {
         try LocalDatabaseError.converting(sql: sql) {
-            let statement = try db.makeStatement(sql: sql)
+            let statement = try caching ? db.cachedStatement(sql: sql) : db.makeStatement(sql: sql)
             let columns = SqlColumns(statement.columnNames)
             let rows = try Row.fetchCursor(statement, arguments: StatementArguments(parameters))
             while let row = try rows.next() {
@@ -163,9 +163,10 @@ extension SqlTransaction {
         }
     }
 
-    /// Runs a query and keeps its whole result as plain values.
+    /// Runs a query and keeps its whole result as plain values (with ``caching``, from the connection's
+    /// statement cache: the rows are all read before anything else runs, so no use of it is nested).
     func fetchResultSet(sql: String, arguments: StatementArguments) throws -> SqlResultSet {
-        let statement = try db.makeStatement(sql: sql)
+        let statement = try caching ? db.cachedStatement(sql: sql) : db.makeStatement(sql: sql)
         let columns = SqlColumns(statement.columnNames)
         let rows = try Row.fetchCursor(statement, arguments: arguments)
         var values: [[SqlValue]] = []

@@ -14,10 +14,19 @@ import GRDB
 /// ```
 public struct SqlTransaction {
     let db: Database
+    /// Whether statements are kept compiled for the next call with the same SQL (see ``cached``).
+    let caching: Bool
 
-    init(_ db: Database) {
+    init(_ db: Database, caching: Bool = false) {
         self.db = db
+        self.caching = caching
     }
+
+    /// The same transaction, keeping each statement compiled (in the connection's cache) for the next call
+    /// with the same SQL: what the queue's own queries use, as they run after every transfer. Only for
+    /// single statements, and mappers that run no query of their own (a cached statement is reset when it
+    /// is used again, so a nested use of the same SQL would cut the outer iteration short).
+    var cached: SqlTransaction { SqlTransaction(db, caching: true) }
 
     /// Executes one or more SQL statements, binding `arguments` to their `?` placeholders in order.
     ///
@@ -40,7 +49,11 @@ public struct SqlTransaction {
     public func execute(sql: String, parameters: SqlParameters = []) throws -> Int {
         try LocalDatabaseError.converting(sql: sql) {
             let before = db.totalChangesCount
-            try db.execute(sql: sql, arguments: StatementArguments(parameters))
+            if caching {
+                try db.cachedStatement(sql: sql).execute(arguments: StatementArguments(parameters))
+            } else {
+                try db.execute(sql: sql, arguments: StatementArguments(parameters))
+            }
             // sqlite3_changes() keeps the count of the last DML statement even when the statement run was
             // DDL or a SELECT; the total count tells whether this call changed anything at all.
             return db.totalChangesCount == before ? 0 : db.changesCount

@@ -32,6 +32,36 @@ struct LocalDatabaseTests {
         }
     }
 
+    @Test("an app's mapper may run the same query again inside its own rows; the queue's cached reads match")
+    func nestedQueriesAndCachedStatements() async throws {
+        let folder = try TemporaryDirectory()
+        let db = try openFileDatabase(folder)
+        defer { try? db.close() }
+        try await db.writeTransaction { tx in
+            for index in 0..<5 {
+                try tx.execute(sql: "INSERT INTO vals (id, i) VALUES (?, ?)", arguments: ["v\(index)", index])
+            }
+        }
+        let sql = "SELECT i FROM vals ORDER BY i"
+        let pairs = try await db.readTransaction { tx in
+            try tx.getAll(sql: sql) { outer in
+                let inner = try tx.getAll(sql: sql) { try $0.getInt(name: "i") }
+                return (try outer.getInt(name: "i"), inner)
+            }
+        }
+        #expect(pairs.map(\.0) == [0, 1, 2, 3, 4], "the outer rows are all read")
+        #expect(pairs.allSatisfy { $0.1 == [0, 1, 2, 3, 4] })
+        // The cached path, run twice on one connection, and after a write in between, reads the same rows.
+        let cached = try await db.writeTransaction { tx in
+            let first = try tx.cached.getAll(sql: sql) { try $0.getInt(name: "i") }
+            try tx.cached.execute(sql: "UPDATE vals SET i = i + 10 WHERE id = ?", parameters: ["v0"])
+            let second = try tx.cached.getAll(sql: sql) { try $0.getInt(name: "i") }
+            return (first, second)
+        }
+        #expect(cached.0 == [0, 1, 2, 3, 4])
+        #expect(cached.1 == [1, 2, 3, 4, 10])
+    }
+
     @Test("every parameter type round-trips through a real file")
     func roundTripsEveryParameterType() async throws {
         let folder = try TemporaryDirectory()

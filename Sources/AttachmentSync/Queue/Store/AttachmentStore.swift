@@ -34,15 +34,20 @@ struct AttachmentStore: Sendable {
     }
 
     func record(id: String, in tx: SqlTransaction) throws -> AttachmentRecord? {
-        try tx.getOptional(sql: "SELECT \(AttachmentRecord.columns) FROM \(table) WHERE id = ?", parameters: [id]) {
+        try tx.cached.getOptional(
+            sql: "SELECT \(AttachmentRecord.columns) FROM \(table) WHERE id = ?", parameters: [id]
+        ) {
             try AttachmentRecord(cursor: $0)
         }
     }
 
-    func records(in tx: SqlTransaction, where condition: String = "1", parameters: SqlParameters = [])
-        throws -> [AttachmentRecord]
-    {
-        try tx.getAll(
+    /// The records matching `condition`, oldest first. With `caching` (the default) the statement stays
+    /// compiled for the next call; a condition whose text varies without bound (an `IN` list of any length)
+    /// passes `false`, so the connection's cache does not grow with it.
+    func records(
+        in tx: SqlTransaction, where condition: String = "1", parameters: SqlParameters = [], caching: Bool = true
+    ) throws -> [AttachmentRecord] {
+        try (caching ? tx.cached : tx).getAll(
             sql: "SELECT \(AttachmentRecord.columns) FROM \(table) WHERE \(condition) ORDER BY timestamp, id",
             parameters: parameters
         ) { try AttachmentRecord(cursor: $0) }
@@ -58,7 +63,8 @@ struct AttachmentStore: Sendable {
             let batch = ids[start..<min(start + batchSize, ids.count)]
             let placeholders = Array(repeating: "?", count: batch.count).joined(separator: ", ")
             records += try self.records(
-                in: tx, where: "id IN (\(placeholders))", parameters: batch.map { $0 as (any SqlValueConvertible)? })
+                in: tx, where: "id IN (\(placeholders))", parameters: batch.map { $0 as (any SqlValueConvertible)? },
+                caching: false)
         }
         return records.sorted { ($0.timestamp, $0.id) < ($1.timestamp, $1.id) }
     }
@@ -79,7 +85,9 @@ struct AttachmentStore: Sendable {
     private func queued(in state: AttachmentState, limit: Int, readyAt now: Int64, in tx: SqlTransaction) throws
         -> [AttachmentRecord]
     {
-        try tx.getAll(sql: queuedSQL, parameters: [state.rawValue, now, limit]) { try AttachmentRecord(cursor: $0) }
+        try tx.cached.getAll(sql: queuedSQL, parameters: [state.rawValue, now, limit]) {
+            try AttachmentRecord(cursor: $0)
+        }
     }
 
     /// The read of one queued state's due records, oldest first; parameters: the state, now, the limit.
@@ -108,7 +116,7 @@ struct AttachmentStore: Sendable {
     /// Forgets the failures of queued records whose last failure was the network's: their attempts and backoff
     /// start over, and they are due at once. Returns how many there were.
     func resetConnectivityFailures(in tx: SqlTransaction) throws -> Int {
-        try tx.execute(
+        try tx.cached.execute(
             sql: "UPDATE \(table) SET attempts = 0, next_attempt_at = NULL, connectivity_failure = NULL "
                 + "WHERE connectivity_failure = 1 AND state IN \(StateSet.queuedSQL)",
             arguments: [])
@@ -118,7 +126,7 @@ struct AttachmentStore: Sendable {
     /// `now` in the (`state`, `next_attempt_at`) index.
     func earliestRetry(after now: Int64, in tx: SqlTransaction) throws -> Int64? {
         try StateSet.queued.compactMap { state in
-            try tx.get(sql: earliestRetrySQL, parameters: [state.rawValue, now]) {
+            try tx.cached.get(sql: earliestRetrySQL, parameters: [state.rawValue, now]) {
                 try $0.getInt64Optional(name: "soonest")
             }
         }.min()
@@ -171,7 +179,7 @@ struct AttachmentStore: Sendable {
     // MARK: Writes
 
     func insert(_ record: AttachmentRecord, in tx: SqlTransaction) throws {
-        try tx.execute(
+        try tx.cached.execute(
             sql: """
                 INSERT INTO \(table) (\(AttachmentColumn.selectList))
                 VALUES (\(Array(repeating: "?", count: AttachmentColumn.allCases.count + 1).joined(separator: ", ")))
@@ -186,11 +194,11 @@ struct AttachmentStore: Sendable {
         let condition =
             "state = \(AttachmentState.queuedDownload.rawValue) AND awaiting_upload IS NOT NULL "
             + "AND next_attempt_at IS NOT NULL"
-        let ids = try tx.getAll(sql: "SELECT id FROM \(table) WHERE \(condition)", parameters: []) {
+        let ids = try tx.cached.getAll(sql: "SELECT id FROM \(table) WHERE \(condition)", parameters: []) {
             try $0.getString(name: "id")
         }
         guard !ids.isEmpty else { return [] }
-        try tx.execute(sql: "UPDATE \(table) SET next_attempt_at = NULL WHERE \(condition)", parameters: [])
+        try tx.cached.execute(sql: "UPDATE \(table) SET next_attempt_at = NULL WHERE \(condition)", parameters: [])
         return ids
     }
 
@@ -212,7 +220,7 @@ struct AttachmentStore: Sendable {
         }
         sql += " WHERE id = ? AND state = ?"
         parameters.append(contentsOf: [id, expected.rawValue] as SqlParameters)
-        return try tx.execute(sql: sql, parameters: parameters) == 1
+        return try tx.cached.execute(sql: sql, parameters: parameters) == 1
     }
 
     /// Sets columns of a record that is still in `expected`, leaving its state and timestamp alone.
@@ -225,13 +233,15 @@ struct AttachmentStore: Sendable {
     ) throws -> Bool {
         let sets = assignments.map { "\(SqlIdentifier.quote($0.column)) = ?" }.joined(separator: ", ")
         let parameters: SqlParameters = assignments.map(\.value) + [id, expected.rawValue]
-        return try tx.execute(sql: "UPDATE \(table) SET \(sets) WHERE id = ? AND state = ?", parameters: parameters)
+        return try tx.cached.execute(
+            sql: "UPDATE \(table) SET \(sets) WHERE id = ? AND state = ?", parameters: parameters)
             == 1
     }
 
     @discardableResult
     func delete(id: String, ifState expected: AttachmentState, in tx: SqlTransaction) throws -> Bool {
-        try tx.execute(sql: "DELETE FROM \(table) WHERE id = ? AND state = ?", parameters: [id, expected.rawValue])
+        try tx.cached.execute(
+            sql: "DELETE FROM \(table) WHERE id = ? AND state = ?", parameters: [id, expected.rawValue])
             == 1
     }
 
@@ -244,7 +254,7 @@ struct AttachmentStore: Sendable {
     /// Archived records beyond the newest `keep`, oldest first: the ones to evict. Records that are not
     /// disposable (see ``evictableArchived``) are neither counted nor returned.
     func archivedBeyond(keep: Int64, in tx: SqlTransaction) throws -> [AttachmentRecord] {
-        try tx.getAll(
+        try tx.cached.getAll(
             sql: """
                 SELECT \(AttachmentRecord.columns) FROM \(table) WHERE \(Self.evictableArchived)
                 ORDER BY timestamp DESC, id DESC LIMIT -1 OFFSET ?
@@ -260,12 +270,12 @@ struct AttachmentStore: Sendable {
     {
         var owners: [String] = []
         if let filename {
-            owners += try tx.getAll(
+            owners += try tx.cached.getAll(
                 sql: "SELECT id FROM \(table) WHERE filename = ? AND id <> ? LIMIT 1", parameters: [filename, id]
             ) { try $0.getString(name: "id") }
         }
         if let localPath {
-            owners += try tx.getAll(
+            owners += try tx.cached.getAll(
                 sql: "SELECT id FROM \(table) WHERE local_uri = ? AND id <> ? LIMIT 1", parameters: [localPath, id]
             ) { try $0.getString(name: "id") }
         }
@@ -290,17 +300,17 @@ struct AttachmentStore: Sendable {
 
     /// Marks the content as used at `now` (milliseconds since 1970), for least-recently-used eviction.
     func touch(id: String, at now: Int64, in tx: SqlTransaction) throws {
-        _ = try tx.execute(sql: "UPDATE \(table) SET last_used_at = ? WHERE id = ?", parameters: [now, id])
+        _ = try tx.cached.execute(sql: "UPDATE \(table) SET last_used_at = ? WHERE id = ?", parameters: [now, id])
     }
 
     /// Pins or unpins a record; `false` when there is none.
     func setPinned(_ pinned: Bool, id: String, in tx: SqlTransaction) throws -> Bool {
-        try tx.execute(sql: "UPDATE \(table) SET pinned = ? WHERE id = ?", parameters: [pinned, id]) == 1
+        try tx.cached.execute(sql: "UPDATE \(table) SET pinned = ? WHERE id = ?", parameters: [pinned, id]) == 1
     }
 
     /// Records a hash and size the app's row carries, where the record knows none yet and has no content.
     func learn(contentHash: String?, size: Int64?, id: String, in tx: SqlTransaction) throws {
-        _ = try tx.execute(
+        _ = try tx.cached.execute(
             sql: "UPDATE \(table) SET content_hash = coalesce(content_hash, ?), size = coalesce(size, ?) "
                 + "WHERE id = ? AND local_uri IS NULL AND state IN \(StateSet.sql([.queuedDownload, .synced]))",
             parameters: [contentHash, size, id])
@@ -308,21 +318,22 @@ struct AttachmentStore: Sendable {
 
     /// The bytes of content on the device.
     func localContentBytes(in tx: SqlTransaction) throws -> Int64 {
-        try tx.get(sql: "SELECT CAST(total(size) AS INTEGER) AS bytes FROM \(table) WHERE local_uri IS NOT NULL") {
+        try tx.cached.get(sql: "SELECT CAST(total(size) AS INTEGER) AS bytes FROM \(table) WHERE local_uri IS NOT NULL")
+        {
             try $0.getInt64Optional(name: "bytes")
         } ?? 0
     }
 
     /// An archived, disposable record lets go of its file `localPath`; `false` when it changed meanwhile.
     func releaseArchivedContent(id: String, localPath: String, in tx: SqlTransaction) throws -> Bool {
-        try tx.execute(
+        try tx.cached.execute(
             sql: "UPDATE \(table) SET local_uri = NULL WHERE id = ? AND local_uri = ? AND \(Self.evictableArchived)",
             parameters: [id, localPath]) == 1
     }
 
     /// Deletes an archived, disposable record that holds no file; `false` when it changed meanwhile.
     func deleteReleasedArchived(id: String, in tx: SqlTransaction) throws -> Bool {
-        try tx.execute(
+        try tx.cached.execute(
             sql: "DELETE FROM \(table) WHERE id = ? AND local_uri IS NULL AND \(Self.evictableArchived)",
             parameters: [id]) == 1
     }
@@ -332,7 +343,7 @@ struct AttachmentStore: Sendable {
     func releaseUploadedContent(id: String, ifState state: AttachmentState, localPath: String, in tx: SqlTransaction)
         throws -> Bool
     {
-        try tx.execute(
+        try tx.cached.execute(
             sql: "UPDATE \(table) SET local_uri = NULL "
                 + "WHERE id = ? AND state = ? AND local_uri = ? AND coalesce(has_synced, 0) = 1",
             parameters: [id, state.rawValue, localPath]) == 1
@@ -340,13 +351,13 @@ struct AttachmentStore: Sendable {
 
     /// Archives every record and lets it go of its file (the first step of `clearQueue`).
     func archiveAllReleasingContent(in tx: SqlTransaction) throws {
-        _ = try tx.execute(
+        _ = try tx.cached.execute(
             sql: "UPDATE \(table) SET state = ?, local_uri = NULL, given_up = NULL",
             parameters: [AttachmentState.archived.rawValue])
     }
 
     func deleteAll(in tx: SqlTransaction) throws {
-        _ = try tx.execute(sql: "DELETE FROM \(table)", parameters: [])
+        _ = try tx.cached.execute(sql: "DELETE FROM \(table)", parameters: [])
     }
 
     /// Throws ``AttachmentError/Code-swift.struct/invalidConfiguration`` naming the table unless it exists
@@ -373,7 +384,7 @@ struct AttachmentStore: Sendable {
 
     /// The `limit` records with the most bytes, largest first.
     func largest(limit: Int, in tx: SqlTransaction) throws -> [AttachmentRecord] {
-        try tx.getAll(
+        try tx.cached.getAll(
             sql:
                 "SELECT \(AttachmentRecord.columns) FROM \(table) WHERE size IS NOT NULL ORDER BY size DESC, id LIMIT ?",
             parameters: [limit]
@@ -382,13 +393,13 @@ struct AttachmentStore: Sendable {
 
     /// How many records the table holds.
     func count(in tx: SqlTransaction) throws -> Int {
-        try tx.get(sql: "SELECT count(*) AS n FROM \(table)") { try $0.getInt(name: "n") }
+        try tx.cached.get(sql: "SELECT count(*) AS n FROM \(table)") { try $0.getInt(name: "n") }
     }
 
     /// The names of the columns the table has, to check it before the queue starts.
     func columnNames(in tx: SqlTransaction) throws -> Set<String> {
         Set(
-            try tx.getAll(sql: "SELECT name FROM pragma_table_info(?)", parameters: [unquotedName]) {
+            try tx.cached.getAll(sql: "SELECT name FROM pragma_table_info(?)", parameters: [unquotedName]) {
                 try $0.getString(name: "name").lowercased()
             })
     }

@@ -28,9 +28,10 @@ extension AttachmentQueue {
         var failures = 0
         while !Task.isCancelled {
             do {
-                let signals = try db.watch(sql: store.queuedSignalSQL) { cursor in
-                    try StateSet.queued.map { try cursor.getValue(name: "latest\($0.rawValue)") }
-                }
+                let signals = try db.watch(
+                    options: WatchOptions(sql: store.queuedSignalSQL, parameters: []) { cursor in
+                        try StateSet.queued.map { try cursor.getValue(name: "latest\($0.rawValue)") }
+                    }, caching: true)
                 for try await _ in signals {
                     failures = 0
                     triggers.yield()
