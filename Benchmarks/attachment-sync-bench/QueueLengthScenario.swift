@@ -88,32 +88,11 @@ enum QueueLengthScenario {
         }
     }
 
-    /// Inserts `count` queued uploads, oldest first by id, each with its local file (a hard link; at most
-    /// 50,000 per original, ext4 allows 65,000).
+    /// Inserts `count` queued uploads, oldest first by id, each with its local file.
     private static func populate(_ device: Device, count: Int) async throws {
-        let directory = device.attachmentsDirectory
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let linksPerFile = 50_000
-        for row in 0..<count {
-            let original = directory.deletingLastPathComponent().appendingPathComponent(
-                "original-\(row / linksPerFile)")
-            if row % linksPerFile == 0 { try content.write(to: original) }
-            try FileManager.default.linkItem(
-                atPath: original.path, toPath: directory.appendingPathComponent(name(row)).path)
-        }
-        try await device.db.writeTransaction { tx in
-            try tx.execute(
-                sql: """
-                    WITH RECURSIVE seq(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM seq WHERE i + 1 < ?)
-                    INSERT INTO attachments (id, filename, state, timestamp, has_synced, local_uri, size, content_hash)
-                    SELECT printf('u%06d', i), printf('u%06d.bin', i), ?, 1700000000000 + i, 0,
-                           printf('u%06d.bin', i), ?, ? FROM seq
-                    """,
-                parameters: [count, AttachmentState.queuedUpload.rawValue, content.count, contentSHA256])
-        }
+        try await populateRecords(
+            device, count: count, state: .queuedUpload, prefix: "u", content: content, sha256: contentSHA256)
     }
-
-    private static func name(_ row: Int) -> String { String(format: "u%06d.bin", row) }
 
     /// Every synced record's remote copy holds the content and the remote holds nothing else; every other
     /// record is still a queued upload.

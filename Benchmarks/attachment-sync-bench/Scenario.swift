@@ -92,6 +92,10 @@ struct Scenario: Sendable {
             summary: "CPU per upload to a folder remote with 1,000 vs 100,000 uploads queued (target ≤ 1.2×)",
             run: QueueLengthScenario.run),
         Scenario(
+            name: "P10",
+            summary: "cold start over 100,000 attachments until a first saveFile returns (target ≤ 100 ms)",
+            run: ColdStartScenario.run),
+        Scenario(
             name: "P6",
             summary: "2,000 × 64 KiB uploads to the local Ceph S3 server vs rclone copy and aws s3 sync "
                 + "(target not slower than rclone)",

@@ -418,6 +418,9 @@ final class ModelRun {
         if violations.count > before, syncing, !crash.hasCrashed {
             violations.removeSubrange(before...)
             await queue.stopSync()
+            // stopSync returns before interrupted transfers have wound down: a download moved into place
+            // commits in a task of its own. Look once none is in flight.
+            await queue.waitUntilIdle()
             await check(afterRestart: afterRestart)
             try? await queue.startSync()
         }

@@ -40,6 +40,52 @@ struct StartupTests {
         #expect(await remote.uploadCount == 0, "a lost upload is never uploaded")
     }
 
+    @Test("among thousands of files, startup finds exactly the missing ones and the leftovers")
+    func manyRecordsOneListing() async throws {
+        let folder = try TemporaryDirectory()
+        let attachments = folder.url.appendingPathComponent("attachments")
+        try FileManager.default.createDirectory(at: attachments, withIntermediateDirectories: true)
+        let count = 3_000
+        let first = try QueueHarness(folder: folder)
+        try await first.queue.waitForInit()
+        var random = SplitMix64(seed: 5)
+        let ids = (0..<count).map { String(format: "r%05d", $0) }
+        let states: [AttachmentState] = ids.map { _ in
+            [.synced, .queuedUpload, .archived].randomElement(using: &random)!
+        }
+        try await first.db.writeTransaction { tx in
+            for (id, state) in zip(ids, states) {
+                try tx.execute(
+                    sql: "INSERT INTO attachments (id, filename, state, timestamp, has_synced, local_uri, size) "
+                        + "VALUES (?, ?, ?, 1, ?, ?, 1)",
+                    parameters: [id, id + ".jpg", state.rawValue, state != .queuedUpload, id + ".jpg"])
+            }
+        }
+        for id in ids { try Data("x".utf8).write(to: attachments.appendingPathComponent(id + ".jpg")) }
+        await first.close()
+        let missing = Set((0..<12).map { _ in ids.randomElement(using: &random)! })
+        for id in missing { try FileManager.default.removeItem(at: attachments.appendingPathComponent(id + ".jpg")) }
+        let leftovers = [".attachment-sync-tmp-x", UUID().uuidString.lowercased() + ".jpg"]
+        for name in leftovers { try Data("y".utf8).write(to: attachments.appendingPathComponent(name)) }
+
+        let device = try QueueHarness(folder: folder)
+        try await device.queue.waitForInit()
+        let records = Dictionary(uniqueKeysWithValues: try await device.queue.allAttachments().map { ($0.id, $0) })
+        for (id, state) in zip(ids, states) {
+            let record = try #require(records[id])
+            if missing.contains(id) {
+                let expected: AttachmentState = [.synced: .queuedDownload, .queuedUpload: .archived][state] ?? state
+                #expect(record.state == expected, "\(id) was \(state)")
+                #expect(record.localUri == nil, "\(id)")
+            } else {
+                #expect(record.state == state, "\(id)")
+                #expect(record.localUri?.hasSuffix("/\(id).jpg") == true, "\(id)")
+            }
+        }
+        let names = try device.filesOnDisk()
+        #expect(names == Set(ids.filter { !missing.contains($0) }.map { $0 + ".jpg" }))
+    }
+
     @Test("leftovers are removed, the user's own files are left alone")
     func cleansLeftovers() async throws {
         let (folder, remote, uploadId) = try await preparedFolder()

@@ -20,8 +20,8 @@ extension AttachmentQueue {
         for subdirectory in configuration.subdirectories {
             try await localStorage.makeDir(path: localPath(subdirectory))
         }
-        try await verifyRecordsAgainstFiles()
-        try await removeLeftoverFiles()
+        let unchanged = try await verifyRecordsAgainstFiles()
+        try await removeLeftoverFiles(unchanged)
         startFollowingNetwork()
     }
 
@@ -39,14 +39,29 @@ extension AttachmentQueue {
     ///   after its commit, and archived otherwise (the only copy is lost);
     /// - an archived attachment whose file is missing just loses its `local_uri`;
     /// - a pending delete's file is removed.
-    private func verifyRecordsAgainstFiles() async throws {
+    ///
+    /// With plain files, one listing of the folder answers "is it there" for the names it holds; a name it
+    /// lacks is looked up by its path before anything is concluded (a volume may list a name in another
+    /// Unicode form than it was created with), so a file is never taken for missing because of the listing.
+    /// Returns, for the clean-up, the listing when nothing in the folder changed since, and the records
+    /// read when none of them changed.
+    private func verifyRecordsAgainstFiles() async throws -> (listing: [String]?, records: [AttachmentRecord]?) {
         let store = store
-        let records = try await db.readTransaction { tx in try store.records(in: tx, where: "local_uri IS NOT NULL") }
+        let records = try await db.readTransaction { tx in try store.startupEntries(in: tx) }
+        let names: [String]? =
+            localStorage.plainFileURL(filePath: attachmentsDirectory.path) != nil
+            ? try files.contentsOfDirectory(atPath: attachmentsDirectory.path) : nil
+        let listed = Set(names ?? [])
+        var changedFiles = false
+        var changedRecords = false
         for record in records {
             guard let stored = record.localPath else { continue }
             let relative = relativePath(stored)
+            // The common case, a file where its record says, needs nothing (not even its path).
+            if listed.contains(relative), relative == stored, record.state != .queuedDelete { continue }
             let path = localPath(relative)
-            let exists = try await localStorage.fileExists(filePath: path)
+            changedRecords = true
+            let exists = try await listed.contains(relative) ? true : localStorage.fileExists(filePath: path)
             // Looked for only when an upload's file is missing (a path per record costs at 100,000 records).
             var stagingExists = false
             if !exists, record.state == .queuedUpload {
@@ -55,12 +70,14 @@ extension AttachmentQueue {
             let timestamp = timestamps.next()
             switch StartupCheck.verdict(state: record.state, fileExists: exists, stagingExists: stagingExists) {
             case .removeFile:
+                changedFiles = true
                 try await localStorage.deleteFile(filePath: path)
                 try await db.writeTransaction { tx in
                     try store.update(id: record.id, ifState: .queuedDelete, set: [("local_uri", nil)], in: tx)
                 }
             case .keep, .completeSave:
                 if !exists {
+                    changedFiles = true
                     try await localStorage.moveFile(sourcePath: savingPath(of: relative), targetPath: path)
                     logger.info("completed an interrupted save", metadata: ["attachment": "\(record.id)"])
                 }
@@ -95,6 +112,7 @@ extension AttachmentQueue {
                 }
             }
         }
+        return (changedFiles ? nil : names, changedRecords ? nil : records)
     }
 
     /// Where `saveFile` staged the file `relative` before its commit.
@@ -126,11 +144,14 @@ extension AttachmentQueue {
     ///
     /// Folders, and any other file, are left alone and logged once, so a queue pointed at the wrong folder
     /// deletes nothing of the user's.
-    private func removeLeftoverFiles() async throws {
+    /// `unchanged` holds the folder's current listing and every record, when known (else they are read here).
+    private func removeLeftoverFiles(_ unchanged: (listing: [String]?, records: [AttachmentRecord]?)) async throws {
         let store = store
+        let known = unchanged.records
         let (referenced, resumable, unclaimed) = try await db.readTransaction { tx in
-            let referenced = Set(try store.records(in: tx, where: "local_uri IS NOT NULL").compactMap(\.localPath))
-            let withoutContent = try store.records(in: tx, where: "local_uri IS NULL")
+            let entries = try known ?? store.startupEntries(in: tx)
+            let referenced = Set(entries.compactMap(\.localPath))
+            let withoutContent = entries.filter { $0.localPath == nil }
             // Partial downloads of attachments still without content are kept, to resume.
             let resumable = Set(
                 withoutContent.filter { $0.state == .queuedDownload || $0.state == .synced }.flatMap {
@@ -142,7 +163,12 @@ extension AttachmentQueue {
             let unclaimed = Set(withoutContent.compactMap { try? $0.localName() }).subtracting(referenced)
             return (referenced, resumable, unclaimed)
         }
-        var names = try await localStorage.listDirectory(path: attachmentsDirectory.path)
+        var names: [String]
+        if let listing = unchanged.listing {
+            names = listing
+        } else {
+            names = try await localStorage.listDirectory(path: attachmentsDirectory.path)
+        }
         let plain = localStorage.plainFileURL(filePath: attachmentsDirectory.path) != nil
         let savingPrefix = FileName.savingName(for: "")
         for staging in names where staging.hasPrefix(savingPrefix) {
