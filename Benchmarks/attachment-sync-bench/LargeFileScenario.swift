@@ -43,42 +43,12 @@ enum LargeFileScenario {
 
     /// Runs this executable as a P3 child and parses its result line.
     private static func runChild(mode: String, folder: WorkFolder, size: Int64) async throws -> ChildResult {
-        let process = Process()
-        process.executableURL = selfExecutable()
-        process.arguments = [LargeFileChild.command, mode, folder.url.path, String(size)]
-        let output = Pipe()
-        process.standardOutput = output
-        let (exits, exited) = AsyncStream.makeStream(of: Int32.self)
-        process.terminationHandler = { process in
-            exited.yield(process.terminationStatus)
-            exited.finish()
-        }
-        try process.run()
-        var status: Int32 = -1
-        for await code in exits { status = code }
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        guard status == 0,
-            let line = text.split(separator: "\n").first(where: { $0.hasPrefix(LargeFileChild.resultPrefix) })
-        else {
-            throw BenchmarkFailure("the P3 \(mode) child failed with status \(status) (its error is printed above)")
-        }
-        var fields = line.split(separator: " ").dropFirst()
+        let fields = try await ChildProcess.run(
+            [LargeFileChild.command, mode, folder.url.path, String(size)], resultPrefix: LargeFileChild.resultPrefix,
+            what: "P3 \(mode)")
         guard let peakField = fields.first, peakField.hasPrefix("peak="), let peak = Int64(peakField.dropFirst(5))
-        else { throw BenchmarkFailure("the P3 \(mode) child printed \(line)") }
-        fields = fields.dropFirst()
-        return ChildResult(peak: peak, phases: fields.joined(separator: " "))
-    }
-
-    /// This executable's file.
-    private static func selfExecutable() -> URL {
-        #if os(Linux)
-            if let path = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
-                return URL(fileURLWithPath: path)
-            }
-            return URL(fileURLWithPath: CommandLine.arguments[0])
-        #else
-            return Bundle.main.executableURL ?? URL(fileURLWithPath: CommandLine.arguments[0])
-        #endif
+        else { throw BenchmarkFailure("the P3 \(mode) child printed \(fields.joined(separator: " "))") }
+        return ChildResult(peak: peak, phases: fields.dropFirst().joined(separator: " "))
     }
 
     /// Throws a ``BenchmarkFailure`` when the temporary directory's volume has less than `needed` bytes free.

@@ -363,14 +363,19 @@ enum S3UploadsScenario {
 
     /// The AWS CLI's environment: the keys and region, and config files of the work folder's.
     private static func awsEnvironment(_ context: Context) throws -> [String: String] {
-        let config = context.folder.file("aws-config")
-        let credentials = context.folder.file("aws-credentials")
-        try Data("[default]\nregion = \(context.server.region)\n".utf8).write(to: config)
+        try awsEnvironment(server: context.server, folder: context.folder)
+    }
+
+    /// The AWS CLI's environment for `server`: the keys and region, and config files in `folder`.
+    static func awsEnvironment(server: S3Server, folder: WorkFolder) throws -> [String: String] {
+        let config = folder.file("aws-config")
+        let credentials = folder.file("aws-credentials")
+        try Data("[default]\nregion = \(server.region)\n".utf8).write(to: config)
         try Data().write(to: credentials)
         return ExternalTool.cleanEnvironment(adding: [
-            "AWS_ACCESS_KEY_ID": context.server.accessKeyId,
-            "AWS_SECRET_ACCESS_KEY": context.server.secretAccessKey,
-            "AWS_DEFAULT_REGION": context.server.region,
+            "AWS_ACCESS_KEY_ID": server.accessKeyId,
+            "AWS_SECRET_ACCESS_KEY": server.secretAccessKey,
+            "AWS_DEFAULT_REGION": server.region,
             "AWS_CONFIG_FILE": config.path,
             "AWS_SHARED_CREDENTIALS_FILE": credentials.path,
         ])

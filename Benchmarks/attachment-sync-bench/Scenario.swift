@@ -106,6 +106,11 @@ struct Scenario: Sendable {
                 + "and s5cmd cp (target not slower than the faster)",
             run: S3DownloadsScenario.run),
         Scenario(
+            name: "P9",
+            summary: "one 1 GiB file up to and down from the local Ceph S3 server vs aws s3 cp and s5cmd cp "
+                + "(target not slower than the faster, peak RSS < 64 MiB)",
+            run: S3BigFileScenario.run),
+        Scenario(
             name: "P4",
             summary: "a watch emission with one change, reconciled, at 10k and 100k items (target < 100 ms)",
             run: WatchReconcileScenario.run),

@@ -5,6 +5,9 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.first == LargeFileChild.command {
     exit(await LargeFileChild.main(Array(arguments.dropFirst())))
 }
+if arguments.first == S3BigFileChild.command {
+    exit(await S3BigFileChild.main(Array(arguments.dropFirst())))
+}
 
 let options: Options
 do {
