@@ -16,6 +16,18 @@ struct ExternalTool: Sendable {
         throw BenchmarkFailure("\(name) is not installed (not on the PATH); install it with `\(install)`")
     }
 
+    /// Finds every tool of `tools` (name, how to install it), or throws one ``BenchmarkFailure`` naming all
+    /// that are missing.
+    static func locateAll(_ tools: [(name: String, install: String)]) throws -> [ExternalTool] {
+        let found = tools.map { tool in Result { try locate(tool.name, install: tool.install) } }
+        let missing = found.compactMap { result -> String? in
+            guard case .failure(let error) = result else { return nil }
+            return "\(error)"
+        }
+        guard missing.isEmpty else { throw BenchmarkFailure(missing.joined(separator: "; ")) }
+        return try found.map { try $0.get() }
+    }
+
     /// This process's environment without the variables that would change how the AWS tools behave (`AWS_*`,
     /// `RCLONE_*`: a user's profile, CA bundle or defaults), plus `extra`.
     static func cleanEnvironment(adding extra: [String: String]) -> [String: String] {

