@@ -305,7 +305,8 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
 
     /// Downloads the file into `destination`, streaming, and returns its size and (when
     /// ``Configuration/storesContentHashes``) the SHA-256 stored beside it, for the queue to check the bytes
-    /// against.
+    /// against; a download from byte 0 also returns the SHA-256 of the bytes it wrote, hashed on the way.
+    /// `destination` is not flushed to stable storage (the queue does that before it relies on the file).
     ///
     /// From an `offset` above 0, the rest is fetched with a ranged GET conditional on the file's `ETag` (or
     /// `Last-Modified` date), kept beside `destination` since the first bytes came: when the file changed
@@ -344,7 +345,8 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
             }
             return (object, sha256)
         }
-        return RemoteObjectInfo(size: object.size, sha256: sha256)
+        return RemoteObjectInfo(
+            size: object.size, sha256: sha256, writtenSize: object.writtenSize, writtenSHA256: object.writtenSHA256)
     }
 
     // MARK: - Stored hashes

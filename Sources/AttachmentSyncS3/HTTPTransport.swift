@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import AttachmentSync
+import Crypto
 import Foundation
 import Logging
 import NIOCore
@@ -222,9 +223,10 @@ struct HTTPTransport: Sendable {
             try refuse(total: total, expectedSize: expectedSize, event: event, attachmentId: attachmentId)
             let handle = try SystemFileOperations().openDownload(destination, at: offset)
             defer { handle.close() }
+            var noHasher: SHA256? = nil
             try await write(
                 response, to: handle, url: destination, base: offset, expected: total - offset, total: total,
-                event: event, attachmentId: attachmentId, meter: meter, progress: progress)
+                hashing: &noHasher, event: event, attachmentId: attachmentId, meter: meter, progress: progress)
             try? FileManager.default.removeItem(at: Self.resumeValidatorURL(for: destination))
             return DownloadedObject(size: total, headers: response.headers)
         case .rangeNotSatisfiable:
@@ -272,11 +274,14 @@ struct HTTPTransport: Sendable {
         } else {
             _ = unlink(validatorURL.path)
         }
+        var hasher: SHA256? = SHA256()
         let written = try await write(
             response, to: handle, url: destination, base: 0, expected: length, total: length, limit: expectedSize,
-            event: event, attachmentId: attachmentId, meter: meter, progress: progress)
+            hashing: &hasher, event: event, attachmentId: attachmentId, meter: meter, progress: progress)
         if validator != nil { try? FileManager.default.removeItem(at: validatorURL) }
-        return DownloadedObject(size: length ?? written, headers: response.headers)
+        return DownloadedObject(
+            size: length ?? written, headers: response.headers, writtenSize: written,
+            writtenSHA256: hasher.map { FileStreaming.hex($0.finalize()) })
     }
 
     /// Throws `integrityMismatch` when the object's size is not the one expected.
@@ -288,13 +293,15 @@ struct HTTPTransport: Sendable {
                 + "\(expectedSize)", attachmentId: attachmentId, name: event.object)
     }
 
-    /// Writes the response body to `handle` chunk by chunk, flushes it to disk and checks its length (and, when
-    /// there is a `limit`, that it never goes past it). Returns the bytes written.
+    /// Writes the response body to `handle` chunk by chunk (feeding `hasher` too, when there is one) and checks
+    /// its length (and, when there is a `limit`, that it never goes past it). Returns the bytes written. The
+    /// file is not flushed: whoever relies on it flushes it (the queue does, before it verifies and commits a
+    /// download).
     @discardableResult
     private func write(
         _ response: HTTPClientResponse, to handle: any FileWriter, url: URL, base: Int64, expected: Int64?,
-        total: Int64?, limit: Int64? = nil, event: RequestEvent, attachmentId: String?, meter: TransferMeter,
-        progress: TransferProgressHandler
+        total: Int64?, limit: Int64? = nil, hashing hasher: inout SHA256?, event: RequestEvent,
+        attachmentId: String?, meter: TransferMeter, progress: TransferProgressHandler
     ) async throws -> Int64 {
         var written: Int64 = 0
         progress(TransferProgress(completedBytes: base, totalBytes: total))
@@ -309,7 +316,9 @@ struct HTTPTransport: Sendable {
                         message: "\(service) \(event.operation) of \(String(reflecting: event.object)) sent more "
                             + "than the attachment's \(limit) bytes", attachmentId: attachmentId, name: event.object)
                 }
-                try handle.write(Data(chunk.readableBytesView))
+                let data = Data(chunk.readableBytesView)
+                try handle.write(data)
+                hasher?.update(data: data)
                 written += count
                 meter.add(count)
                 progress(TransferProgress(completedBytes: base + written, totalBytes: total))
@@ -318,7 +327,6 @@ struct HTTPTransport: Sendable {
             throw HTTPErrorClassification.transportError(
                 error, service: service, operation: event.operation, object: event.object, attachmentId: attachmentId)
         }
-        try handle.synchronize()
         if let expected, written != expected {
             throw AttachmentError(
                 code: .remoteUnavailable,
@@ -390,6 +398,10 @@ func validSHA256(_ value: String?) -> String? {
 struct DownloadedObject: Sendable {
     var size: Int64?
     var headers: HTTPHeaders
+    /// How many bytes the destination holds and their SHA-256, when the download wrote the whole file and
+    /// hashed it on the way (not after a resume).
+    var writtenSize: Int64? = nil
+    var writtenSHA256: String? = nil
 }
 
 /// Counts the bytes a transfer moves, for the slow-transfer watchdog.

@@ -262,7 +262,9 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     }
 
     /// Downloads the object into `destination`, streaming, and returns its size and the SHA-256 stored with it
-    /// at upload (`x-amz-meta-sha256`), for the queue to check the bytes against.
+    /// at upload (`x-amz-meta-sha256`), for the queue to check the bytes against; a download from byte 0 also
+    /// returns the SHA-256 of the bytes it wrote, hashed on the way. `destination` is not flushed to stable
+    /// storage (the queue does that before it relies on the file).
     ///
     /// From an `offset` above 0, the rest is fetched with a ranged GET conditional on the object's `ETag`
     /// (kept beside `destination` since the first bytes came, as `.attachment-sync-etag-<name>`): when the
@@ -298,7 +300,8 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
             }
         }
         return RemoteObjectInfo(
-            size: object.size, sha256: validSHA256(object.headers.first(name: Self.sha256MetadataHeader)))
+            size: object.size, sha256: validSHA256(object.headers.first(name: Self.sha256MetadataHeader)),
+            writtenSize: object.writtenSize, writtenSHA256: object.writtenSHA256)
     }
 
     /// Aborts the multipart upload of the attachment that was kept for resuming, if any, and forgets its saved

@@ -376,6 +376,14 @@ private final class Context: Sendable {
             if requiringHash, info.sha256 == nil {
                 throw fail("downloadFile(attachment:into:from:) reported no SHA-256 for a file uploaded with \(form)")
             }
+            // The digest of what was written saves the queue a second read of the file: it must be exact.
+            if let written = info.writtenSHA256,
+                written.lowercased() != sha256 || info.writtenSize != Int64(content.count)
+            {
+                throw fail(
+                    "downloadFile(attachment:into:from:) reported writing \(info.writtenSize.map(String.init) ?? "nil") "
+                        + "bytes with SHA-256 \(written) into a file of \(content.count) bytes with SHA-256 \(sha256)")
+            }
         }
     }
 

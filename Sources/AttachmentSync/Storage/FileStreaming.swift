@@ -21,7 +21,8 @@ package enum FileStreaming {
             }
     }
 
-    static func hex(_ digest: SHA256.Digest) -> String {
+    /// A digest in lowercase hex.
+    package static func hex(_ digest: SHA256.Digest) -> String {
         var text = ""
         text.reserveCapacity(64)
         for byte in digest {

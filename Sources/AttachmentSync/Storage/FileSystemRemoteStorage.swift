@@ -147,18 +147,22 @@ public struct FileSystemRemoteStorage: RemoteStorageAdapter {
     }
 
     /// Copies the file (from `offset` on, appended to what `destination` holds) and returns its size and
-    /// the SHA-256 stored beside it at upload.
+    /// the SHA-256 stored beside it at upload; a copy from byte 0 also returns the SHA-256 of what it wrote,
+    /// hashed on the way. `destination` is not flushed (the queue flushes the file before relying on it).
     public func downloadFile(
         attachment: Attachment, into destination: URL, from offset: Int64,
         progress: @escaping TransferProgressHandler
     ) async throws -> RemoteObjectInfo {
         let source = try existingFile(for: attachment)
+        let info = RemoteObjectInfo(
+            size: files.infoFollowingLinks(atPath: source)?.size, sha256: storedHash(of: source))
         if offset > 0 {
             try await files.append(from: source, offset: offset, to: destination.path, progress: progress)
-        } else {
-            try await files.copy(from: source, to: destination.path, hashing: false, progress: progress)
+            return info
         }
-        return RemoteObjectInfo(size: files.infoFollowingLinks(atPath: source)?.size, sha256: storedHash(of: source))
+        let written = try await files.copy(from: source, to: destination.path, flushing: false, progress: progress)
+        return RemoteObjectInfo(
+            size: info.size, sha256: info.sha256, writtenSize: written.size, writtenSHA256: written.sha256)
     }
 
     /// Deletes the file and its stored SHA-256; succeeds when they do not exist.

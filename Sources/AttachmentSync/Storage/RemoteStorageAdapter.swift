@@ -97,6 +97,9 @@ public protocol RemoteStorageAdapter: Sendable {
     /// ``supportsRangedDownloads`` is `true`), `destination` holds the first `offset` bytes of the content
     /// and the rest is appended; an adapter that cannot tell that the object is unchanged since those bytes
     /// were fetched starts over from byte 0 instead of splicing two versions. Progress counts the whole file.
+    /// The adapter need not flush `destination` to stable storage: the queue flushes the file before it
+    /// relies on it. An adapter that hashes the bytes as it writes them returns the digest
+    /// (``RemoteObjectInfo/writtenSHA256``), which saves the queue a second read of the file.
     ///
     /// The queue always calls this form. The default implementation calls
     /// ``downloadFile(attachment:to:progress:)`` (or, from an offset,
@@ -128,11 +131,20 @@ public struct RemoteObjectInfo: Sendable, Hashable {
     /// The SHA-256 of the object's content, lowercase hex, as stored with it at upload. The default is
     /// `nil`: unknown.
     public var sha256: String?
+    /// The number of bytes in the destination file once the download was written, the first `offset` bytes
+    /// included; set together with ``writtenSHA256``. The default is `nil`.
+    public var writtenSize: Int64?
+    /// The SHA-256 (lowercase hex) of the whole destination file as the adapter wrote it, computed while the
+    /// bytes streamed in. When it is set and ``writtenSize`` is the file's size on disk, the queue checks
+    /// this digest instead of reading the file back. The default is `nil`: the queue hashes the file itself.
+    public var writtenSHA256: String?
 
     /// Creates a description of an object.
-    public init(size: Int64? = nil, sha256: String? = nil) {
+    public init(size: Int64? = nil, sha256: String? = nil, writtenSize: Int64? = nil, writtenSHA256: String? = nil) {
         self.size = size
         self.sha256 = sha256
+        self.writtenSize = writtenSize
+        self.writtenSHA256 = writtenSHA256
     }
 }
 

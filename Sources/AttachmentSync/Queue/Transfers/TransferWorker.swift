@@ -168,7 +168,7 @@ struct TransferWorker: Sendable {
                     }
                 }
                 try files.synchronizeFile(atPath: stagingPath)
-                (size, sha256) = try await files.digest(ofFileAt: stagingPath)
+                (size, sha256) = try await writtenDigest(info, ofFileAt: stagingPath)
                 try Self.verify(size: size, sha256: sha256, of: record, remote: info, path: stagingPath)
             } else {
                 progress.begin(id, direction: .download, totalBytes: record.size)
@@ -201,6 +201,17 @@ struct TransferWorker: Sendable {
             }
             throw error
         }
+    }
+
+    /// The size and SHA-256 of the downloaded file: the digest the adapter computed while writing it, when it
+    /// gave one for exactly as many bytes as the file holds; otherwise read from the file.
+    private func writtenDigest(_ info: RemoteObjectInfo, ofFileAt path: String) async throws -> (Int64, String) {
+        if let written = info.writtenSHA256?.lowercased(), FileStreaming.isSHA256(written),
+            let size = info.writtenSize, files.info(atPath: path)?.size == size
+        {
+            return (size, written)
+        }
+        return try await files.digest(ofFileAt: path)
     }
 
     /// Moves a verified download into place and commits it; when the record no longer wants it (archived,
