@@ -65,6 +65,16 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
         /// See ``MinimumTransferRate``. The default is ``MinimumTransferRate/default``: 16 KiB in every 30
         /// seconds.
         public var minimumTransferRate: MinimumTransferRate? = .default
+        /// Files at least this large are downloaded as ranges of ``downloadPartSize`` bytes,
+        /// ``downloadConcurrency`` at once, each written at its place in the file, when the server accepts
+        /// range requests (`Accept-Ranges: bytes`); each range is conditional on the first response's `ETag`
+        /// (or `Last-Modified` date), so all come from one version of the file. `nil` downloads every file with
+        /// one streamed `GET`. The default is 32 MiB.
+        public var parallelDownloadThreshold: Int64? = 32 * 1024 * 1024
+        /// The size of each range of a split download, at least 64 KiB. The default is 8 MiB.
+        public var downloadPartSize: Int64 = 8 * 1024 * 1024
+        /// How many ranges of one file are downloaded at once, at least 1. The default is 4.
+        public var downloadConcurrency: Int = 4
         /// The clock ``minimumTransferRate`` is measured with (tests pass a manual one). The default is a
         /// `ContinuousClock`.
         public var clock: any Clock<Duration> = ContinuousClock()
@@ -103,7 +113,23 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
             guard requestTimeout > .zero else {
                 throw fail("requestTimeout", "must be positive, not \(requestTimeout)")
             }
+            if let parallelDownloadThreshold, parallelDownloadThreshold < 1 {
+                throw fail("parallelDownloadThreshold", "must be positive or nil, not \(parallelDownloadThreshold)")
+            }
+            guard downloadPartSize >= 64 * 1024 else {
+                throw fail("downloadPartSize", "must be at least 64 KiB (65536 bytes), not \(downloadPartSize)")
+            }
+            guard downloadConcurrency >= 1 else {
+                throw fail("downloadConcurrency", "must be at least 1, not \(downloadConcurrency)")
+            }
             try minimumTransferRate?.validate(as: "minimumTransferRate")
+        }
+
+        /// How large downloads are split, or `nil`.
+        var parallelDownloads: ParallelDownloads? {
+            parallelDownloadThreshold.map {
+                ParallelDownloads(threshold: $0, partSize: downloadPartSize, concurrency: downloadConcurrency)
+            }
         }
     }
 
@@ -330,7 +356,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
             let object = try await self.transport.download(
                 to: destination, from: max(0, offset), expectedSize: attachment.size,
                 requiresValidator: requiresValidator, event: event, attachmentId: attachment.id, meter: meter,
-                progress: progress
+                parallel: self.configuration.parallelDownloads, progress: progress
             ) { range, conditions, accepts in
                 var request = try await self.request(.GET, attachment: attachment)
                 if let range { request.headers.replaceOrAdd(name: "range", value: range) }

@@ -151,11 +151,13 @@ struct HTTPTransport: Sendable {
     /// body is read. Progress counts the whole object.
     func download(
         to destination: URL, from offset: Int64, expectedSize: Int64?, requiresValidator: Bool, event: RequestEvent,
-        attachmentId: String?, meter: TransferMeter, progress: @escaping TransferProgressHandler,
-        send: (
-            _ range: String?, _ conditions: [(name: String, value: String)],
-            _ accepts: @escaping (HTTPResponseStatus) -> Bool
-        ) async throws -> HTTPClientResponse,
+        attachmentId: String?, meter: TransferMeter, parallel: ParallelDownloads? = nil,
+        progress: @escaping TransferProgressHandler,
+        send:
+            @escaping @Sendable (
+                _ range: String?, _ conditions: [(name: String, value: String)],
+                _ accepts: @escaping @Sendable (HTTPResponseStatus) -> Bool
+            ) async throws -> HTTPClientResponse,
         head: (_ conditions: [(name: String, value: String)]) async throws -> HTTPClientResponse
     ) async throws -> DownloadedObject {
         let validatorURL = Self.resumeValidatorURL(for: destination)
@@ -171,7 +173,8 @@ struct HTTPTransport: Sendable {
             if validator != nil || !requiresValidator {
                 if let resumed = try await resume(
                     destination, from: offset, validator: validator, expectedSize: expectedSize, event: event,
-                    attachmentId: attachmentId, meter: meter, progress: progress, send: send, head: head)
+                    attachmentId: attachmentId, meter: meter, parallel: parallel, progress: progress, send: send,
+                    head: head)
                 {
                     return resumed
                 }
@@ -184,18 +187,20 @@ struct HTTPTransport: Sendable {
         let response = try await send(nil, []) { $0 == .ok }
         return try await writeWhole(
             response, to: destination, expectedSize: expectedSize, event: event, attachmentId: attachmentId,
-            meter: meter, progress: progress)
+            meter: meter, parallel: parallel, progress: progress, send: send)
     }
 
     /// Continues a download from `offset`; `nil` when it must start over instead (the object changed, or the
     /// server's answer does not prove it did not).
     private func resume(
         _ destination: URL, from offset: Int64, validator: ResumeValidator?, expectedSize: Int64?,
-        event: RequestEvent, attachmentId: String?, meter: TransferMeter, progress: @escaping TransferProgressHandler,
-        send: (
-            _ range: String?, _ conditions: [(name: String, value: String)],
-            _ accepts: @escaping (HTTPResponseStatus) -> Bool
-        ) async throws -> HTTPClientResponse,
+        event: RequestEvent, attachmentId: String?, meter: TransferMeter, parallel: ParallelDownloads?,
+        progress: @escaping TransferProgressHandler,
+        send:
+            @escaping @Sendable (
+                _ range: String?, _ conditions: [(name: String, value: String)],
+                _ accepts: @escaping @Sendable (HTTPResponseStatus) -> Bool
+            ) async throws -> HTTPClientResponse,
         head: (_ conditions: [(name: String, value: String)]) async throws -> HTTPClientResponse
     ) async throws -> DownloadedObject? {
         let conditions = validator?.conditions ?? []
@@ -212,7 +217,7 @@ struct HTTPTransport: Sendable {
         case .ok:
             return try await writeWhole(
                 response, to: destination, expectedSize: expectedSize, event: event, attachmentId: attachmentId,
-                meter: meter, progress: progress)
+                meter: meter, parallel: parallel, progress: progress, send: send)
         case .partialContent:
             guard let range = response.headers.first(name: "content-range").flatMap(ContentRange.init),
                 range.start == offset, let total = range.total, range.end == total - 1
@@ -255,7 +260,13 @@ struct HTTPTransport: Sendable {
     /// Writes a `200` response's body to `destination` from byte 0, keeping a resume validator meanwhile.
     private func writeWhole(
         _ response: HTTPClientResponse, to destination: URL, expectedSize: Int64?, event: RequestEvent,
-        attachmentId: String?, meter: TransferMeter, progress: @escaping TransferProgressHandler
+        attachmentId: String?, meter: TransferMeter, parallel: ParallelDownloads?,
+        progress: @escaping TransferProgressHandler,
+        send:
+            @escaping @Sendable (
+                _ range: String?, _ conditions: [(name: String, value: String)],
+                _ accepts: @escaping @Sendable (HTTPResponseStatus) -> Bool
+            ) async throws -> HTTPClientResponse
     ) async throws -> DownloadedObject {
         let length = response.headers.first(name: "content-length").flatMap { Int64($0) }
         if let length {
@@ -269,6 +280,14 @@ struct HTTPTransport: Sendable {
         let validator =
             length.map { $0 <= Self.smallestResumable } == true
             ? nil : ResumeValidator(headers: response.headers, size: length)
+        if let length, let validator, let parallel,
+            Self.splits(response, length: length, validator: validator, plan: parallel)
+        {
+            handle.close()
+            return try await downloadInRanges(
+                response, to: destination, length: length, validator: validator, plan: parallel, event: event,
+                attachmentId: attachmentId, meter: meter, progress: progress, send: send)
+        }
         if let validator {
             validator.save(to: validatorURL)
         } else {
@@ -298,7 +317,7 @@ struct HTTPTransport: Sendable {
     /// file is not flushed: whoever relies on it flushes it (the queue does, before it verifies and commits a
     /// download).
     @discardableResult
-    private func write(
+    func write(
         _ response: HTTPClientResponse, to handle: any FileWriter, url: URL, base: Int64, expected: Int64?,
         total: Int64?, limit: Int64? = nil, hashing hasher: inout SHA256?, event: RequestEvent,
         attachmentId: String?, meter: TransferMeter, progress: TransferProgressHandler

@@ -82,11 +82,19 @@ extension S3RemoteStorage {
         /// Files larger than this are uploaded in parts (multipart upload), resumable after a restart; at least
         /// 5 MiB. The default is 16 MiB.
         public var multipartThreshold: Int64 = 16 * 1024 * 1024
-        /// The size of each part of a multipart upload, at least 5 MiB (S3's minimum). A file so large that it
-        /// would need more than 10,000 parts (S3's maximum) uses bigger parts. The default is 8 MiB.
+        /// The size of each part of a multipart upload, and of each range of a download split by
+        /// ``parallelDownloadThreshold``; at least 5 MiB (S3's minimum). A file so large that it would need more
+        /// than 10,000 parts (S3's maximum) is uploaded in bigger parts. The default is 8 MiB.
         public var partSize: Int64 = 8 * 1024 * 1024
-        /// How many parts of one file are uploaded at once, at least 1. The default is 4.
+        /// How many parts of one file are uploaded, or ranges of one object downloaded, at once; at least 1.
+        /// The default is 4.
         public var partConcurrency: Int = 4
+        /// Objects at least this large are downloaded as ranges of ``partSize`` bytes, ``partConcurrency`` at
+        /// once, each written at its place in the file, when the server accepts range requests; each range is
+        /// conditional on the first response's `ETag`, so all come from one version of the object. `nil`
+        /// downloads every object with one streamed `GET`. Not used through ``PresignedRemoteStorage``, whose
+        /// URLs the app's backend makes one download at a time. The default is 32 MiB.
+        public var parallelDownloadThreshold: Int64? = 32 * 1024 * 1024
         /// How long connecting to the server may take. Applies to the client the adapter creates, not to one
         /// you pass in. The default is 10 seconds.
         public var connectTimeout: Duration = .seconds(10)
@@ -173,6 +181,9 @@ extension S3RemoteStorage {
             }
             guard partSize <= 5 * 1024 * 1024 * 1024 else {
                 throw fail("partSize", "must be at most 5 GiB, not \(partSize)")
+            }
+            if let parallelDownloadThreshold, parallelDownloadThreshold < 1 {
+                throw fail("parallelDownloadThreshold", "must be positive or nil, not \(parallelDownloadThreshold)")
             }
             guard partConcurrency >= 1 else {
                 throw fail("partConcurrency", "must be at least 1, not \(partConcurrency)")

@@ -288,7 +288,7 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
             try await self.transport.download(
                 to: destination, from: max(0, offset), expectedSize: attachment.size,
                 requiresValidator: requiresValidator, event: event, attachmentId: attachment.id, meter: meter,
-                progress: progress
+                parallel: self.parallelDownloads, progress: progress
             ) { range, conditions, accepts in
                 let request = S3Request(
                     method: .GET, key: key, headers: (range.map { [("range", $0)] } ?? []) + conditions,
@@ -302,6 +302,13 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
         return RemoteObjectInfo(
             size: object.size, sha256: validSHA256(object.headers.first(name: Self.sha256MetadataHeader)),
             writtenSize: object.writtenSize, writtenSHA256: object.writtenSHA256)
+    }
+
+    /// How large downloads are split, from the configuration; `nil` through presigned URLs.
+    var parallelDownloads: ParallelDownloads? {
+        guard presigned == nil, let threshold = configuration.parallelDownloadThreshold else { return nil }
+        return ParallelDownloads(
+            threshold: threshold, partSize: configuration.partSize, concurrency: configuration.partConcurrency)
     }
 
     /// Aborts the multipart upload of the attachment that was kept for resuming, if any, and forgets its saved

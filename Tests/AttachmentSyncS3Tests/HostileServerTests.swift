@@ -28,6 +28,10 @@ private final class ServedObject: Sendable {
         var claimedLength: Int64?
         /// Answer requests for the stored hash (`.attachment-sync-sha256-…`) with a head and then nothing.
         var stallsStoredHash = false
+        /// Say `Accept-Ranges: bytes` but answer a range of both ends (`bytes=a-b`) with the whole body.
+        var ignoresClosedRanges = false
+        /// Ranges of both ends see the object as it is now: changed since the whole GET, with this `ETag`.
+        var closedRangesSeeETag: String?
     }
 
     let behaviour: LockedValue<Behaviour>
@@ -43,17 +47,30 @@ private final class ServedObject: Sendable {
                 ? ScriptedResponse(.ok, headers: [("content-length", "64")], holdAfter: 0)
                 : ScriptedResponse(.notFound)
         }
-        var headers: [(name: String, value: String)] = []
-        if let etag = object.etag { headers.append(("etag", etag)) }
-        if let condition = request.header("if-match"), !object.ignoresIfMatch, condition != object.etag {
+        var headers: [(name: String, value: String)] = [("accept-ranges", "bytes")]
+        let size = object.content.count
+        // A range with both ends (`bytes=a-b`), as a split download asks for.
+        let closed = request.header("range").flatMap { range -> (start: Int, end: Int)? in
+            guard range.hasPrefix("bytes="), !range.hasSuffix("-") else { return nil }
+            let bounds = range.dropFirst("bytes=".count).split(separator: "-")
+            guard bounds.count == 2, let start = Int(bounds[0]), let end = Int(bounds[1]) else { return nil }
+            return (start, min(end, size - 1))
+        }
+        let etag = closed != nil ? object.closedRangesSeeETag ?? object.etag : object.etag
+        if let etag { headers.append(("etag", etag)) }
+        if let condition = request.header("if-match"), !object.ignoresIfMatch, condition != etag {
             return ScriptedResponse(.preconditionFailed)
         }
-        let size = object.content.count
+        if let closed, !object.ignoresClosedRanges {
+            headers.append(("content-range", "bytes \(closed.start)-\(closed.end)/\(size)"))
+            return ScriptedResponse(
+                .partialContent, headers: headers, body: object.content.subdata(in: closed.start..<(closed.end + 1)))
+        }
         if request.method == .HEAD {
             headers.append(("content-length", String(size)))
             return ScriptedResponse(.ok, headers: headers)
         }
-        if let range = request.header("range"), range.hasPrefix("bytes="), range.hasSuffix("-"),
+        if closed == nil, let range = request.header("range"), range.hasPrefix("bytes="), range.hasSuffix("-"),
             let asked = Int(range.dropFirst("bytes=".count).dropLast())
         {
             if asked >= size || object.alwaysUnsatisfiable {
@@ -380,6 +397,120 @@ struct HostileServerTests {
             }
             #expect(error?.code == .invalidConfiguration)
             #expect(error?.name == "minimumTransferRate")
+        }
+    }
+}
+
+// MARK: - Split downloads
+
+extension HostileServerTests {
+    /// 15 parts of 64 KiB and one of 17,043 bytes.
+    static let large = testBytes(count: 1_000_003, seed: 11)
+    static let largeChanged = testBytes(count: 1_000_003, seed: 12)
+    static let part = 65_536
+
+    static func splitting(_ configuration: inout HTTPRemoteStorage.Configuration) {
+        configuration.parallelDownloadThreshold = 500_000
+        configuration.downloadPartSize = Int64(part)
+        configuration.downloadConcurrency = 4
+    }
+
+    @Test("a large file comes as ranges on condition of its ETag, each written in place, and is hashed on the way")
+    func largeDownloadsAreSplit() async throws {
+        let object = ServedObject(Self.large)
+        try await Self.with(object, configure: Self.splitting) { storage, server, directory in
+            let destination = directory.appendingPathComponent("large")
+            let progress = ProgressRecorder()
+            let info = try await storage.downloadFile(
+                attachment: attachment("photo.jpg"), into: destination, from: 0, progress: progress.handler)
+            #expect(try Data(contentsOf: destination) == Self.large)
+            #expect(info.writtenSize == 1_000_003)
+            #expect(info.writtenSHA256 == FileStreaming.sha256(Self.large))
+            // Part 0 from the whole GET; parts 1 to 15 as ranges, each pinned to the first answer's ETag.
+            let ranged = server.requests.filter { $0.header("range") != nil }
+            let expected = (1..<16).map { "bytes=\($0 * Self.part)-\(min(($0 + 1) * Self.part, 1_000_003) - 1)" }
+            #expect(Set(ranged.compactMap { $0.header("range") }) == Set(expected))
+            #expect(ranged.count == 15)
+            #expect(ranged.allSatisfy { $0.header("if-match") == "\"v1\"" })
+            #expect(progress.all.map(\.completedBytes).max() == 1_000_003)
+            #expect(progress.last?.totalBytes == 1_000_003)
+            #expect(!FileManager.default.fileExists(atPath: HTTPTransport.resumeValidatorURL(for: destination).path))
+        }
+    }
+
+    @Test("a server that says it serves ranges but answers one with the whole file: that answer is written")
+    func ignoredRangesFallBackToOneBody() async throws {
+        let object = ServedObject(Self.large)
+        object.change { $0.ignoresClosedRanges = true }
+        try await Self.with(object, configure: Self.splitting) { storage, _, directory in
+            let destination = directory.appendingPathComponent("large")
+            let info = try await storage.downloadFile(
+                attachment: attachment("photo.jpg"), into: destination, from: 0
+            ) { _ in }
+            #expect(try Data(contentsOf: destination) == Self.large)
+            #expect(info.writtenSHA256 == FileStreaming.sha256(Self.large))
+        }
+    }
+
+    @Test("a file replaced during a split download: the download fails, keeps no hole, and starts over later")
+    func replacedDuringTheDownload() async throws {
+        let object = ServedObject(Self.large)
+        object.change { $0.closedRangesSeeETag = "\"v2\"" }
+        try await Self.with(object, configure: Self.splitting) { storage, _, directory in
+            let destination = directory.appendingPathComponent("large")
+            let error = await #expect(throws: AttachmentError.self) {
+                _ = try await storage.downloadFile(attachment: attachment("photo.jpg"), into: destination, from: 0) {
+                    _ in
+                }
+            }
+            #expect(error?.code == .remoteUnavailable)
+            let kept = try Data(contentsOf: destination)
+            #expect(kept.count <= Self.part)
+            #expect(kept == Self.large.prefix(kept.count), "only bytes without a gap from byte 0 are kept")
+
+            object.change {
+                $0.content = Self.largeChanged
+                $0.etag = "\"v2\""
+                $0.closedRangesSeeETag = nil
+            }
+            let info = try await storage.downloadFile(
+                attachment: attachment("photo.jpg"), into: destination, from: Int64(kept.count)
+            ) { _ in }
+            #expect(try Data(contentsOf: destination) == Self.largeChanged, "never two versions spliced")
+            #expect(info.writtenSHA256 == FileStreaming.sha256(Self.largeChanged))
+        }
+    }
+
+    @Test("while parts after a gap are on disk no resume validator exists; an interrupted one keeps the prefix")
+    func noValidatorOverAHole() async throws {
+        let object = ServedObject(Self.large)
+        // The whole GET (part 0) stalls after 1,000 bytes; every range arrives.
+        object.change { $0.holdAfter = 1000 }
+        try await Self.with(object, configure: Self.splitting) { storage, _, directory in
+            let destination = directory.appendingPathComponent("large")
+            let arrived = AsyncStream.makeStream(of: Int64.self)
+            let download = Task {
+                try await storage.downloadFile(attachment: attachment("photo.jpg"), into: destination, from: 0) {
+                    arrived.continuation.yield($0.completedBytes)
+                }
+            }
+            _ = try await withDeadline("every range") {
+                await arrived.stream.first { $0 >= Int64(1000 + 1_000_003 - Self.part) }
+            }
+            // A crash now would leave bytes 1,000 to 65,535 missing: nothing may say the file can be resumed.
+            let validator = HTTPTransport.resumeValidatorURL(for: destination).path
+            #expect(!FileManager.default.fileExists(atPath: validator))
+            download.cancel()
+            _ = await download.result
+            #expect(try Data(contentsOf: destination) == Self.large.prefix(1000))
+            #expect(FileManager.default.fileExists(atPath: validator))
+
+            object.change { $0.holdAfter = nil }
+            let info = try await storage.downloadFile(
+                attachment: attachment("photo.jpg"), into: destination, from: 1000
+            ) { _ in }
+            #expect(try Data(contentsOf: destination) == Self.large)
+            #expect(info.size == 1_000_003)
         }
     }
 }

@@ -202,6 +202,60 @@ struct S3RemoteStorageTests {
         }
     }
 
+    @Test("a large object comes down as ranges at once, byte for byte; one failed range leaves a prefix to resume")
+    func largeDownloadsAreSplit() async throws {
+        let gets = LockedValue(0)
+        let failThird = LockedValue(false)
+        let configure: (inout S3RemoteStorage.Configuration) -> Void = { configuration in
+            configuration.parallelDownloadThreshold = 12 * Int64(Self.mebibyte)
+            configuration.partSize = Self.fiveMiB
+            configuration.partConcurrency = 3
+            configuration.requestObserver = { event in
+                guard event.operation == "GetObject" else { return }
+                let count = gets.withLock {
+                    $0 += 1
+                    return $0
+                }
+                if count == 3, failThird.withLock({ $0 }) {
+                    throw AttachmentError(code: .remoteUnavailable, message: "the third GET fails (injected)")
+                }
+            }
+        }
+        try await S3TestBucket.with("split", configure: configure) { storage, _ in
+            try await withTemporaryDirectory { directory in
+                // Four parts: three of 5 MiB and one of 1 MiB and 7 bytes.
+                let content = testBytes(count: 16 * Self.mebibyte + 7, seed: 5)
+                let file = attachment("video.mp4")
+                try await storage.uploadFile(data: content, attachment: file)
+                let destination = directory.appendingPathComponent("video")
+                gets.withLock { $0 = 0 }
+                let progress = ProgressRecorder()
+                let info = try await storage.downloadFile(
+                    attachment: file, into: destination, from: 0, progress: progress.handler)
+                #expect(try Data(contentsOf: destination) == content)
+                #expect(gets.withLock { $0 } == 4, "one whole GET (its first part) and three ranges")
+                #expect(info.writtenSHA256 == FileStreaming.sha256(content))
+                #expect(info.sha256 == FileStreaming.sha256(content))
+                #expect(progress.last?.completedBytes == Int64(content.count))
+
+                gets.withLock { $0 = 0 }
+                failThird.withLock { $0 = true }
+                let again = directory.appendingPathComponent("again")
+                await #expect(throws: AttachmentError.self) {
+                    _ = try await storage.downloadFile(attachment: file, into: again, from: 0) { _ in }
+                }
+                let kept = try Data(contentsOf: again)
+                #expect(kept == content.prefix(kept.count), "no gap: only bytes in order from byte 0 are kept")
+                failThird.withLock { $0 = false }
+                let resumed = try await storage.downloadFile(
+                    attachment: file, into: again, from: Int64(kept.count)
+                ) { _ in }
+                #expect(try Data(contentsOf: again) == content)
+                #expect(resumed.size == Int64(content.count))
+            }
+        }
+    }
+
     @Test("a wrong secret is accessDenied, and the secret appears in no error text")
     func wrongSecretIsAccessDeniedWithoutLeakingIt() async throws {
         try await S3TestBucket.with("denied") { _, bucket in
