@@ -41,9 +41,9 @@ final class PositionalFile: Sendable {
 
     deinit { _ = close(descriptor) }
 
-    /// Writes all of `data` at `offset`.
-    func write(_ data: Data, at offset: Int64) throws {
-        try data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) in
+    /// Writes all of `bytes` at `offset`.
+    func write(_ bytes: ByteBufferView, at offset: Int64) throws {
+        try bytes.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) in
             guard var pointer = buffer.baseAddress else { return }
             var remaining = buffer.count
             var position = offset
@@ -166,7 +166,7 @@ extension HTTPTransport {
                     bytes = bytes.prefix(Int(count - written))
                 }
                 try await throttle?.take(bytes.count)
-                try file.write(Data(bytes), at: start + written)
+                try file.write(bytes, at: start + written)
                 written += Int64(bytes.count)
                 received(Int64(bytes.count), firstPart: firstPart)
                 if written == count { break }
@@ -187,7 +187,7 @@ extension HTTPTransport {
                             + "than its \(length) bytes", attachmentId: attachmentId, name: event.object)
                 }
                 try await throttle?.take(bytes.count)
-                try file.write(Data(bytes), at: position)
+                try file.write(bytes, at: position)
                 position += Int64(bytes.count)
                 received(Int64(bytes.count), firstPart: false)
                 while nextMark < partCount, min(length, Int64(nextMark + 1) * partSize) <= position {
