@@ -119,19 +119,32 @@ public struct SqlCursor {
 /// The column names of a result set, with a case-insensitive index shared by all of its rows.
 final class SqlColumns: Sendable, Equatable {
     let names: [String]
-    private let indexes: [String: Int]
 
     init(_ names: [String]) {
         self.names = names
-        var indexes: [String: Int] = [:]
-        for (index, name) in names.enumerated() where indexes[name.lowercased()] == nil {
-            indexes[name.lowercased()] = index
-        }
-        self.indexes = indexes
     }
 
+    /// The leftmost column named `name`, ignoring case. A scan, not a hash table: rows have a few dozen
+    /// columns at most, and comparing short names costs less than hashing them (this runs for every column of
+    /// every row a query maps).
     func index(of name: String) -> Int? {
-        indexes[name] ?? indexes[name.lowercased()]
+        if let index = names.firstIndex(where: { Self.sameIgnoringASCIICase($0, name) }) { return index }
+        // Names beyond ASCII: compared in lowercase, as before the scan.
+        guard !name.utf8.allSatisfy({ $0 < 0x80 }) || names.contains(where: { !$0.utf8.allSatisfy { $0 < 0x80 } })
+        else { return nil }
+        let lowered = name.lowercased()
+        return names.firstIndex { $0.lowercased() == lowered }
+    }
+
+    private static func sameIgnoringASCIICase(_ a: String, _ b: String) -> Bool {
+        if a == b { return true }
+        guard a.utf8.count == b.utf8.count else { return false }
+        for (x, y) in zip(a.utf8, b.utf8) where x != y {
+            let foldedX = (65...90).contains(x) ? x + 32 : x
+            let foldedY = (65...90).contains(y) ? y + 32 : y
+            if foldedX != foldedY { return false }
+        }
+        return true
     }
 
     static func == (lhs: SqlColumns, rhs: SqlColumns) -> Bool { lhs.names == rhs.names }

@@ -48,6 +48,8 @@ public actor AttachmentQueue {
     public nonisolated let configuration: Configuration
     /// The attachments directory as an absolute URL.
     public nonisolated let attachmentsDirectory: URL
+    /// ``attachmentsDirectory``'s path, made once.
+    nonisolated let attachmentsPath: String
 
     let errorHandler: (any SyncErrorHandler)?
     let watchAttachments: (@Sendable () throws -> AsyncThrowingStream<[WatchedAttachmentItem], any Error>)?
@@ -63,6 +65,8 @@ public actor AttachmentQueue {
     let progressCenter: ProgressCenter
     /// The caps of ``Configuration/bandwidthLimit``, one per direction that has one.
     let throttles: TransferWorker.Throttles
+    /// Commits verified downloads, in groups when several finish together.
+    let downloadCommitter = DownloadCommitter()
     /// The network's conditions as last reported by ``Configuration/networkConditions``, for transfers
     /// (the machine keeps its own copy for scheduling).
     let networkNow = LockedValue(NetworkConditions.unrestricted)
@@ -141,6 +145,7 @@ public actor AttachmentQueue {
         self.attachmentsDirectory =
             URL(fileURLWithPath: configuration.attachmentsDirectory, isDirectory: true)
             .standardizedFileURL
+        self.attachmentsPath = attachmentsDirectory.path
         self.store = AttachmentStore(table: configuration.attachmentsQueueTableName)
         self.files = configuration.files
         let wallClock =

@@ -3,6 +3,12 @@ import Foundation
 /// Validation of every name that reaches the file system (ids, extensions, filenames, subdirectories), and
 /// the names the queue gives its own files.
 package enum FileName {
+    /// `name` inside the folder at `directory`: the path `URL.appendingPathComponent` would give for a folder
+    /// URL, without building URLs (which costs microseconds each on Linux, on every transfer).
+    static func join(_ directory: String, _ name: String) -> String {
+        directory.hasSuffix("/") ? directory + name : directory + "/" + name
+    }
+
     /// The longest name accepted, in UTF-8 bytes. File systems allow 255; the rest is room for the queue's
     /// temporary-file prefixes.
     static let maximumLength = 200

@@ -257,6 +257,17 @@ struct LocalDatabaseTests {
         #expect(row.2 == ["Count", "label"])
     }
 
+    @Test("of two columns whose names differ only in case the leftmost is read; names beyond ASCII match too")
+    func duplicateAndNonASCIINames() async throws {
+        let db = try LocalDatabase.inMemory(schema: Schema(tables: []))
+        let row = try await db.get(sql: "SELECT 1 AS Id, 2 AS id, 3 AS \"Émoi\"") { c in
+            (try c.getInt(name: "id"), try c.getInt(name: "ID"), try c.getInt(name: "émoi"))
+        }
+        #expect(row.0 == 1)
+        #expect(row.1 == 1)
+        #expect(row.2 == 3)
+    }
+
     @Test("an error thrown by a mapper reaches the caller unchanged")
     func mapperErrorsPassThrough() async throws {
         struct MapperFailure: Error, Equatable { let id: String }

@@ -129,3 +129,105 @@ struct DownloadDigestTests {
         #expect(try device.filesOnDisk().isEmpty)
     }
 }
+
+/// A disk whose first flush of several files at once waits until the test opens the gate, and which logs
+/// how many files each such flush covered.
+final class GatedFlushDisk: FileOperations, Sendable {
+    let base = SystemFileOperations()
+    let gate = DispatchSemaphore(value: 0)
+    let groups = LockedValue<[Int]>([])
+
+    func info(atPath path: String) -> FileInfo? { base.info(atPath: path) }
+    func infoFollowingLinks(atPath path: String) -> FileInfo? { base.infoFollowingLinks(atPath: path) }
+    func contentsOfDirectory(atPath path: String) throws -> [String] { try base.contentsOfDirectory(atPath: path) }
+    func openForReading(atPath path: String) throws -> FileHandle { try base.openForReading(atPath: path) }
+    func openForWriting(atPath path: String, at offset: Int64?) throws -> any FileWriter {
+        try base.openForWriting(atPath: path, at: offset)
+    }
+    func rename(_ source: String, to target: String) throws { try base.rename(source, to: target) }
+    func link(_ source: String, to target: String) throws { try base.link(source, to: target) }
+    func removeFile(atPath path: String) throws { try base.removeFile(atPath: path) }
+    func removeTree(atPath path: String) throws { try base.removeTree(atPath: path) }
+    func makeDirectory(atPath path: String) throws { try base.makeDirectory(atPath: path) }
+    func synchronizeFile(atPath path: String) throws { try base.synchronizeFile(atPath: path) }
+    func synchronizeDirectory(atPath path: String) throws { try base.synchronizeDirectory(atPath: path) }
+    func synchronizeFiles(atPaths paths: [String]) throws {
+        let first = groups.withLock {
+            $0.append(paths.count)
+            return $0.count == 1
+        }
+        // Bounded: a test that never opens the gate fails instead of hanging.
+        if first, gate.wait(timeout: .now() + 20) == .timedOut { throw HarnessError("the gate never opened") }
+        try base.synchronizeFiles(atPaths: paths)
+    }
+}
+
+@Suite("Finished downloads commit in groups", .cleansUp)
+struct DownloadGroupCommitTests {
+    @Test("downloads finishing while a group commits form the next: one flush for their files, all committed")
+    func downloadsCommitInGroups() async throws {
+        let disk = GatedFlushDisk()
+        let device = try QueueHarness(localStorage: FileManagerStorageAdapter(files: disk)) { $0.files = disk }
+        try await device.queue.waitForInit()
+        let ids = (0..<5).map { "p\($0)" }
+        for id in ids {
+            _ = try await device.db.execute(
+                sql: "INSERT INTO attachments (id, filename, state, timestamp, has_synced) VALUES (?, ?, ?, 1, 0)",
+                parameters: [id, "\(id).bin", AttachmentState.queuedDownload.rawValue])
+        }
+        let worker = await device.queue.makeTransferWorker()
+        let store = worker.store
+        func entry(_ index: Int) async throws -> DownloadCommitter.Entry {
+            let id = ids[index]
+            let record = try #require(try await device.db.readTransaction { try store.record(id: id, in: $0) })
+            let staging = (device.attachmentsPath as NSString).appendingPathComponent(".staging-\(id)")
+            try testBytes(1000 + index, seed: UInt8(index)).write(to: URL(fileURLWithPath: staging))
+            return DownloadCommitter.Entry(
+                record: record, size: Int64(1000 + index),
+                sha256: FileStreaming.sha256(testBytes(1000 + index, seed: UInt8(index))), stagingPath: staging,
+                finalPath: (device.attachmentsPath as NSString).appendingPathComponent("\(id).bin"),
+                localName: "\(id).bin", needsFlush: true)
+        }
+        let entries = try await (0..<5).asyncMap { try await entry($0) }
+        // p3's record is archived before its bytes are committed: its file must not stay.
+        _ = try await device.db.execute(
+            sql: "UPDATE attachments SET state = ? WHERE id = 'p3'", parameters: [AttachmentState.archived.rawValue])
+
+        let committer = worker.committer
+        let first = Task { try await committer.commit(entries[0], with: worker) }
+        try await waitFor("the first group to reach its flush") {
+            while disk.groups.withLock({ $0.isEmpty }) { try? await Task.sleep(for: .milliseconds(1)) }
+        }
+        let rest = (1..<5).map { index in Task { try await committer.commit(entries[index], with: worker) } }
+        try await waitFor("the others to wait for the next group") {
+            while committer.waiting < 4 { try? await Task.sleep(for: .milliseconds(1)) }
+        }
+        disk.gate.signal()
+        var outcomes = [try await first.value]
+        for task in rest { outcomes.append(try await task.value) }
+
+        #expect(disk.groups.withLock { $0 } == [1, 4], "one flush for the first download, one for the other four")
+        for (index, outcome) in outcomes.enumerated() {
+            let id = ids[index]
+            if id == "p3" {
+                #expect("\(outcome)" == "\(AttachmentQueue.TransferOutcome.superseded)")
+                #expect(device.bytesOnDisk("p3.bin") == nil)
+            } else {
+                #expect("\(outcome)" == "\(AttachmentQueue.TransferOutcome.completed(bytes: Int64(1000 + index)))")
+                #expect(device.bytesOnDisk("\(id).bin") == testBytes(1000 + index, seed: UInt8(index)))
+                let record = try #require(try await device.queue.attachment(id: id))
+                #expect(record.state == .synced)
+                #expect(record.contentHash == FileStreaming.sha256(testBytes(1000 + index, seed: UInt8(index))))
+            }
+        }
+        #expect(try device.filesOnDisk() == ["p0.bin", "p1.bin", "p2.bin", "p4.bin"])
+    }
+}
+
+extension Sequence {
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var results: [T] = []
+        for element in self { results.append(try await transform(element)) }
+        return results
+    }
+}

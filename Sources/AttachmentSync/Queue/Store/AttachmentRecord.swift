@@ -140,13 +140,18 @@ struct AttachmentRecord: Sendable, Hashable {
 
     /// The public value, with the local path resolved against `directory`.
     func attachment(in directory: URL) -> Attachment {
+        attachment(inPath: directory.path)
+    }
+
+    /// The public value of the record, its local file's path in the folder at `directory`.
+    func attachment(inPath directory: String) -> Attachment {
         Attachment(
             id: id,
             filename: filename,
             state: state,
             timestamp: timestamp,
             hasSynced: hasSynced,
-            localUri: localPath.map { directory.appendingPathComponent($0).path },
+            localUri: localPath.map { FileName.join(directory, $0) },
             mediaType: mediaType,
             size: size,
             metaData: metaData,

@@ -37,12 +37,12 @@ extension AttachmentQueue {
     func makeTransferWorker() -> TransferWorker {
         TransferWorker(
             db: db, store: store, remote: remoteStorage, local: localStorage, errorHandler: errorHandler,
-            directory: attachmentsDirectory, timestamps: timestamps, logger: logger,
+            directory: attachmentsDirectory, directoryPath: attachmentsPath, timestamps: timestamps, logger: logger,
             failurePolicy: FailurePolicy(
                 retryBackoff: configuration.retryBackoff, maxAttempts: configuration.maxAttempts,
                 notUploadedYetBackoff: configuration.notUploadedYetBackoff),
             wallClock: wallClock, progress: progressCenter, files: files, throttles: throttles,
-            network: networkNow)
+            network: networkNow, committer: downloadCommitter)
     }
 
     /// Starts the transfer the record's state calls for. The caller has checked that none is in flight for

@@ -12,6 +12,8 @@ struct TransferWorker: Sendable {
     let local: any LocalStorageAdapter
     let errorHandler: (any SyncErrorHandler)?
     let directory: URL
+    /// `directory`'s path.
+    let directoryPath: String
     let timestamps: MonotonicTimestamps
     let logger: Logger
     let failurePolicy: FailurePolicy
@@ -21,6 +23,8 @@ struct TransferWorker: Sendable {
     let throttles: Throttles
     /// The network's conditions now: a failure while it is unreachable is no attempt.
     let network: LockedValue<NetworkConditions>
+    /// Commits verified downloads, in groups when several finish together.
+    let committer: DownloadCommitter
 
     /// The bandwidth caps of a queue's uploads and downloads: made ``BandwidthThrottle/current`` while the
     /// adapter moves a file in that direction.
@@ -39,7 +43,7 @@ struct TransferWorker: Sendable {
     func perform(
         _ record: AttachmentRecord, onDemand: Bool = false
     ) async -> TransferOutcome {
-        let attachment = record.attachment(in: directory)
+        let attachment = record.attachment(inPath: directoryPath)
         do {
             try Task.checkCancellation()
             if onDemand {
@@ -140,13 +144,14 @@ struct TransferWorker: Sendable {
         _ record: AttachmentRecord, _ attachment: Attachment
     ) async throws -> TransferOutcome {
         let localName = try record.localName()
-        let finalPath = directory.appendingPathComponent(localName).path
-        let stagingPath = directory.appendingPathComponent(FileName.downloadingName(for: localName)).path
+        let finalPath = FileName.join(directoryPath, localName)
+        let stagingPath = FileName.join(directoryPath, FileName.downloadingName(for: localName))
         let id = record.id
 
         do {
             let (size, sha256): (Int64, String)
-            if let staging = local.plainFileURL(filePath: stagingPath) {
+            let plain = local.plainFileURL(filePath: stagingPath)
+            if let staging = plain {
                 let partial = try await local.fileSize(filePath: stagingPath) ?? 0
                 let info: RemoteObjectInfo
                 if partial > 0, remote.supportsRangedDownloads {
@@ -167,7 +172,6 @@ struct TransferWorker: Sendable {
                         }
                     }
                 }
-                try files.synchronizeFile(atPath: stagingPath)
                 (size, sha256) = try await writtenDigest(info, ofFileAt: stagingPath)
                 try Self.verify(size: size, sha256: sha256, of: record, remote: info, path: stagingPath)
             } else {
@@ -182,12 +186,12 @@ struct TransferWorker: Sendable {
             try Task.checkCancellation()
             // From the move on, a cancellation (stopSync, close, the record archived) must not cut the commit
             // or the clean-up short: the file would be in place with no record claiming it, and once the
-            // record is gone no startup could tell whose it is. The rest runs to its end in a task of its own.
-            return try await Task {
-                try await commitDownload(
-                    record, size: size, sha256: sha256, stagingPath: stagingPath, finalPath: finalPath,
-                    localName: localName)
-            }.value
+            // record is gone no startup could tell whose it is. The committer runs it in a task of its own.
+            return try await committer.commit(
+                DownloadCommitter.Entry(
+                    record: record, size: size, sha256: sha256, stagingPath: stagingPath, finalPath: finalPath,
+                    localName: localName, needsFlush: plain != nil),
+                with: self)
         } catch {
             let code = (error as? AttachmentError)?.code
             let resumable =
@@ -212,66 +216,6 @@ struct TransferWorker: Sendable {
             return (size, written)
         }
         return try await files.digest(ofFileAt: path)
-    }
-
-    /// Moves a verified download into place and commits it; when the record no longer wants it (archived,
-    /// deleted, or now known to have other content), removes the file again. Runs without cancellation.
-    private func commitDownload(
-        _ record: AttachmentRecord, size: Int64, sha256: String, stagingPath: String, finalPath: String,
-        localName: String
-    ) async throws -> TransferOutcome {
-        try await local.moveFile(sourcePath: stagingPath, targetPath: finalPath)
-        let store = store
-        let timestamp = timestamps.next()
-        let now = wallClock.milliseconds()
-        let contentColumns: [(column: String, value: (any SqlValueConvertible)?)] = [
-            ("has_synced", true), ("size", size), ("local_uri", localName), ("content_hash", sha256),
-            ("last_used_at", now),
-        ]
-        // A queued download commits only while still queued (archived or deleted meanwhile: superseded);
-        // one asked for on a record without content also lands on a synced or archived record that is
-        // still without content, which keeps its state.
-        let accepted: Set<AttachmentState> =
-            record.state == .queuedDownload ? [.queuedDownload] : [.queuedDownload, .synced, .archived]
-        // The record may have learned a hash or size while the bytes came (a row carrying them): they
-        // must match it too.
-        let known = try await db.writeTransaction { tx -> (committed: Bool, current: AttachmentRecord?) in
-            guard let current = try store.record(id: record.id, in: tx), accepted.contains(current.state),
-                current.state == .queuedDownload || current.localPath == nil,
-                current.contentHash.map({ $0.lowercased() == sha256 }) ?? true,
-                current.size.map({ $0 == size }) ?? true
-            else { return (false, try store.record(id: record.id, in: tx)) }
-            if current.state == .queuedDownload {
-                return (
-                    try store.transition(
-                        id: record.id, from: .queuedDownload, to: .synced, timestamp: timestamp,
-                        set: contentColumns + AttachmentQueue.retryStateCleared, in: tx), current
-                )
-            }
-            return (try store.update(id: record.id, ifState: current.state, set: contentColumns, in: tx), current)
-        }
-        if !known.committed, let current = known.current, current.localPath == nil,
-            current.contentHash.map({ $0.lowercased() != sha256 }) ?? false
-                || current.size.map({ $0 != size }) ?? false
-        {
-            try await local.deleteFile(filePath: finalPath)
-            throw AttachmentError(
-                code: .integrityMismatch,
-                message: "downloaded content of attachment \(String(reflecting: record.id)) does not match the "
-                    + "hash or size it is now known to have; the file was discarded",
-                attachmentId: record.id, path: finalPath)
-        }
-        let committed = known.committed
-        if !committed {
-            // Archived or deleted meanwhile: unless the record took the file after all, remove it.
-            let current = try await db.readTransaction { tx in try store.record(id: record.id, in: tx) }
-            if current?.localPath != localName {
-                try await local.deleteFile(filePath: finalPath)
-            }
-            return .superseded
-        }
-        logger.debug("downloaded", metadata: ["attachment": "\(record.id)", "bytes": "\(size)"])
-        return .completed(bytes: size)
     }
 
     /// Throws ``AttachmentError/Code-swift.struct/integrityMismatch`` unless the downloaded file (`size`
@@ -443,7 +387,7 @@ struct TransferWorker: Sendable {
                 in: tx)
         }
         if archived, record.state == .queuedUpload {
-            try? await remote.discardPartialUpload(attachment: record.attachment(in: directory))
+            try? await remote.discardPartialUpload(attachment: record.attachment(inPath: directoryPath))
         }
         return archived ? .archived(error, attempts: attempts) : .superseded
     }
