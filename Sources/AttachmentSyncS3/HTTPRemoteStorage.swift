@@ -143,8 +143,8 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
     /// - Parameters:
     ///   - configuration: The base URL, headers and options.
     ///   - httpClient: The client to send requests with, which stays yours to shut down, or `nil` to have the
-    ///     adapter create one (redirects off, the configured timeouts) that ``shutdown()`` shuts down. The
-    ///     default is `nil`.
+    ///     adapter create one (redirects off, the configured timeouts, up to 16 connections to the server) that
+    ///     ``shutdown()`` shuts down. The default is `nil`.
     /// - Throws: ``AttachmentSync/AttachmentError`` with code `invalidConfiguration` for a base URL that is
     ///   not http(s) or has a query, or a timeout that is not positive.
     public init(configuration: Configuration, httpClient: HTTPClient? = nil) throws {

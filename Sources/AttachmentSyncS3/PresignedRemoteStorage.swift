@@ -137,7 +137,8 @@ public final class PresignedRemoteStorage: RemoteStorageAdapter {
     /// - Parameters:
     ///   - configuration: The authorising closure and options.
     ///   - httpClient: The client to send requests with, which stays yours to shut down, or `nil` to have the
-    ///     adapter create one that ``shutdown()`` shuts down. The default is `nil`.
+    ///     adapter create one (up to 16 connections to the server) that ``shutdown()`` shuts down. The default
+    ///     is `nil`.
     /// - Throws: `invalidConfiguration` naming the first option out of range.
     public init(configuration: Configuration, httpClient: HTTPClient? = nil) throws {
         guard configuration.renewalMargin >= .zero else {

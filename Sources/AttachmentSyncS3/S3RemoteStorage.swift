@@ -67,8 +67,8 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     /// - Parameters:
     ///   - configuration: The server, bucket, credentials and options.
     ///   - httpClient: The client to send requests with, which stays yours to shut down, or `nil` to have the
-    ///     adapter create one (with redirects off and the configured timeouts) that ``shutdown()`` shuts down.
-    ///     The default is `nil`.
+    ///     adapter create one (with redirects off, the configured timeouts and up to 16 connections to the
+    ///     server) that ``shutdown()`` shuts down. The default is `nil`.
     /// - Throws: ``AttachmentSync/AttachmentError`` with code `invalidConfiguration` naming the first option out
     ///   of range (a part size under 5 MiB, say).
     public convenience init(configuration: Configuration, httpClient: HTTPClient? = nil) throws {
