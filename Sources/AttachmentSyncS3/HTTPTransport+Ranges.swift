@@ -117,11 +117,7 @@ extension HTTPTransport {
         _ first: HTTPClientResponse, to destination: URL, length: Int64, validator: ResumeValidator,
         plan: ParallelDownloads, event: RequestEvent, attachmentId: String?, meter: TransferMeter,
         progress: @escaping TransferProgressHandler,
-        send:
-            @escaping @Sendable (
-                _ range: String?, _ conditions: [(name: String, value: String)],
-                _ accepts: @escaping @Sendable (HTTPResponseStatus) -> Bool
-            ) async throws -> HTTPClientResponse
+        send: @escaping DownloadRequest
     ) async throws -> DownloadedObject {
         let validatorURL = Self.resumeValidatorURL(for: destination)
         _ = unlink(validatorURL.path)

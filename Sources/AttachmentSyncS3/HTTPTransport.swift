@@ -26,6 +26,14 @@ typealias RequestObserver = @Sendable (RequestEvent) throws -> Void
 /// The plumbing both adapters share: one `HTTPClient`, sending with error classification, and streaming
 /// response bodies into files.
 struct HTTPTransport: Sendable {
+    /// Sends a download's `GET` with the given `Range` header value (or none) and conditional headers,
+    /// returning the response when `accepts` its status.
+    typealias DownloadRequest =
+        @Sendable (
+            _ range: String?, _ conditions: [(name: String, value: String)],
+            _ accepts: @escaping @Sendable (HTTPResponseStatus) -> Bool
+        ) async throws -> HTTPClientResponse
+
     /// The largest error body read for its code and message.
     static let maxErrorBody = 64 * 1024
 
@@ -157,11 +165,7 @@ struct HTTPTransport: Sendable {
         to destination: URL, from offset: Int64, expectedSize: Int64?, requiresValidator: Bool, event: RequestEvent,
         attachmentId: String?, meter: TransferMeter, parallel: ParallelDownloads? = nil,
         progress: @escaping TransferProgressHandler,
-        send:
-            @escaping @Sendable (
-                _ range: String?, _ conditions: [(name: String, value: String)],
-                _ accepts: @escaping @Sendable (HTTPResponseStatus) -> Bool
-            ) async throws -> HTTPClientResponse,
+        send: @escaping DownloadRequest,
         head: (_ conditions: [(name: String, value: String)]) async throws -> HTTPClientResponse
     ) async throws -> DownloadedObject {
         let validatorURL = Self.resumeValidatorURL(for: destination)
@@ -200,11 +204,7 @@ struct HTTPTransport: Sendable {
         _ destination: URL, from offset: Int64, validator: ResumeValidator?, expectedSize: Int64?,
         event: RequestEvent, attachmentId: String?, meter: TransferMeter, parallel: ParallelDownloads?,
         progress: @escaping TransferProgressHandler,
-        send:
-            @escaping @Sendable (
-                _ range: String?, _ conditions: [(name: String, value: String)],
-                _ accepts: @escaping @Sendable (HTTPResponseStatus) -> Bool
-            ) async throws -> HTTPClientResponse,
+        send: @escaping DownloadRequest,
         head: (_ conditions: [(name: String, value: String)]) async throws -> HTTPClientResponse
     ) async throws -> DownloadedObject? {
         let conditions = validator?.conditions ?? []
@@ -266,11 +266,7 @@ struct HTTPTransport: Sendable {
         _ response: HTTPClientResponse, to destination: URL, expectedSize: Int64?, event: RequestEvent,
         attachmentId: String?, meter: TransferMeter, parallel: ParallelDownloads?,
         progress: @escaping TransferProgressHandler,
-        send:
-            @escaping @Sendable (
-                _ range: String?, _ conditions: [(name: String, value: String)],
-                _ accepts: @escaping @Sendable (HTTPResponseStatus) -> Bool
-            ) async throws -> HTTPClientResponse
+        send: @escaping DownloadRequest
     ) async throws -> DownloadedObject {
         let length = response.headers.first(name: "content-length").flatMap { Int64($0) }
         if let length {
