@@ -20,6 +20,8 @@ struct TruncatingRemote: RemoteStorageAdapter {
     let base: InMemoryRemoteStorage
     /// Whether to report the object's true size (a `Content-Length`), or nothing.
     let reportsSize: Bool
+    /// Content the adapter claims to have written (a buggy adapter's digest), or `nil` to claim nothing.
+    var claimsWritten: Data? = nil
 
     func uploadFile(data: Data, attachment: AttachmentSync.Attachment) async throws {
         try await base.uploadFile(data: data, attachment: attachment)
@@ -37,7 +39,9 @@ struct TruncatingRemote: RemoteStorageAdapter {
     ) async throws -> RemoteObjectInfo {
         let data = try await base.downloadFile(attachment: attachment)
         try data.prefix(data.count / 2).write(to: destination)
-        return RemoteObjectInfo(size: reportsSize ? Int64(data.count) : nil)
+        return RemoteObjectInfo(
+            size: reportsSize ? Int64(data.count) : nil, writtenSize: claimsWritten.map { Int64($0.count) },
+            writtenSHA256: claimsWritten.map { FileStreaming.sha256($0) })
     }
 }
 
