@@ -75,9 +75,10 @@ struct DownloadDigestTests {
             folder: folder, remote: remote, localStorage: FileManagerStorageAdapter(files: disk),
             customWatch: fixedWatch([try WatchedAttachmentItem(id: "p1", fileExtension: "bin")])
         ) { $0.files = disk }
+        let events = device.queue.events
         try await device.queue.startSync()
-        try await waitFor("the download") {
-            while (try? await device.state(of: "p1")) != .synced { try? await Task.sleep(for: .milliseconds(2)) }
+        _ = try await withDeadline("the download") {
+            await events.first { if case .downloaded = $0 { true } else { false } }
         }
         #expect(device.bytesOnDisk("p1.bin") == content)
         let record = try #require(try await device.queue.attachment(id: "p1"))
@@ -112,6 +113,8 @@ final class GatedFlushDisk: FileOperations, Sendable {
     let base = SystemFileOperations()
     let gate = DispatchSemaphore(value: 0)
     let groups = LockedValue<[Int]>([])
+    /// Yields once the first flush has begun.
+    let reached = AsyncStream.makeStream(of: Void.self)
 
     func info(atPath path: String) -> FileInfo? { base.info(atPath: path) }
     func infoFollowingLinks(atPath path: String) -> FileInfo? { base.infoFollowingLinks(atPath: path) }
@@ -132,6 +135,7 @@ final class GatedFlushDisk: FileOperations, Sendable {
             $0.append(paths.count)
             return $0.count == 1
         }
+        if first { reached.continuation.yield() }
         // Bounded: a test that never opens the gate fails instead of hanging.
         if first, gate.wait(timeout: .now() + 20) == .timedOut { throw HarnessError("the gate never opened") }
         try base.synchronizeFiles(atPaths: paths)
@@ -171,12 +175,12 @@ struct DownloadGroupCommitTests {
 
         let committer = worker.committer
         let first = Task { try await committer.commit(entries[0], with: worker) }
-        try await waitFor("the first group to reach its flush") {
-            while disk.groups.withLock({ $0.isEmpty }) { try? await Task.sleep(for: .milliseconds(1)) }
+        _ = try await withDeadline("the first group to reach its flush") {
+            await disk.reached.stream.first { _ in true }
         }
         let rest = (1..<5).map { index in Task { try await committer.commit(entries[index], with: worker) } }
         try await waitFor("the others to wait for the next group") {
-            while committer.waiting < 4 { try? await Task.sleep(for: .milliseconds(1)) }
+            while committer.waiting < 4 { await Task.yield() }
         }
         disk.gate.signal()
         var outcomes = [try await first.value]
