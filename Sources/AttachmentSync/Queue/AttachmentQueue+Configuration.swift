@@ -131,6 +131,13 @@ extension AttachmentQueue {
         /// After this many failed tries in a row, a transfer is given up and its attachment archived.
         /// `nil` retries for ever, as the PowerSync helpers do. The default is `nil`.
         public var maxAttempts: Int?
+        /// When startup checks the files of synced and archived attachments and removes leftover files:
+        /// before ``AttachmentQueue/waitForInit()`` returns, or after, in the background (see
+        /// ``StartupFileCheck``). Either way the check finds and fixes the same things, and the queued
+        /// attachments (uploads, downloads, deletes) are always checked before `waitForInit()` returns.
+        /// The default is ``StartupFileCheck/automatic(backgroundAbove:)`` with 10,000 records: a small table
+        /// is checked before the queue is ready, a large one in the background.
+        public var startupFileCheck: StartupFileCheck = .automatic(backgroundAbove: 10_000)
         /// The file system calls the queue makes (tests substitute one that simulates crashes).
         var files: any FileOperations = SystemFileOperations()
         /// Where the queue logs. The default discards everything.
@@ -154,6 +161,9 @@ extension AttachmentQueue {
             }
             guard archivedCacheLimit >= 0 else {
                 throw fail("archivedCacheLimit", "is negative: \(archivedCacheLimit)")
+            }
+            if case .automatic(let count) = startupFileCheck, count < 0 {
+                throw fail("startupFileCheck", "needs a record count of at least 0, not \(count)")
             }
             if let maxAttempts, maxAttempts < 1 {
                 throw fail("maxAttempts", "must be at least 1 (or nil for unlimited), not \(maxAttempts)")

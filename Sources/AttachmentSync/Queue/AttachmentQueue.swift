@@ -77,6 +77,9 @@ public actor AttachmentQueue {
 
     /// Startup (validation, folders, verification of files against records), run once on first use.
     var initialization: Task<Void, any Error>?
+    /// Startup's check of synced and archived records and clean-up, when it runs in the background (see
+    /// ``Configuration/startupFileCheck``); cancelled by ``close()``.
+    var backgroundFileCheck: Task<Void, any Error>?
     /// The scheduling state: transfers in flight, reserved ids, retry timer, idle waiters, the reconcile
     /// baseline. Every decision on it is made by the machine; the actor carries its actions out.
     var machine: Machine
@@ -263,7 +266,10 @@ public actor AttachmentQueue {
     /// Startup runs once, on the first call of any method: it checks the configuration and the attachments
     /// table, creates the attachments directory and subdirectories, and verifies records against files:
     /// a synced attachment whose file is missing is queued for download again; a file waiting for upload
-    /// that was lost is archived; leftover temporary files are removed.
+    /// that was lost is archived (or, when the save that made it was interrupted after its commit, put in
+    /// place); leftover temporary files are removed. With a large table (see
+    /// ``Configuration/startupFileCheck``), only the queued attachments are checked before this returns and
+    /// the rest in the background; ``waitForStartupCheck()`` waits for all of it.
     ///
     /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/invalidConfiguration``
     ///   or ``AttachmentError/Code-swift.struct/invalidName`` for bad options, a missing attachments table
@@ -285,6 +291,22 @@ public actor AttachmentQueue {
             if initialization == task { initialization = nil }
             throw error
         }
+    }
+
+    /// Waits until startup's check of files has finished, including the part that runs after
+    /// ``waitForInit()`` when ``Configuration/startupFileCheck`` has it run in the background, and rethrows
+    /// its error.
+    ///
+    /// When it returns, every synced attachment whose file was missing at startup is queued for download
+    /// again, every archived one has let go of its missing file, and the leftovers of earlier runs are gone.
+    /// Returns at once when the whole check ran before the queue was ready. A check that failed is not run
+    /// again before the next startup.
+    ///
+    /// - Throws: The errors of ``waitForInit()``; what the background check met (database and file system
+    ///   errors); `CancellationError` when ``close()`` stopped it.
+    public func waitForStartupCheck() async throws {
+        try await waitForInit()
+        try await backgroundFileCheck?.value
     }
 
     /// Starts syncing in the background: follows `watchAttachments`, reacts to changes of the attachments
@@ -351,6 +373,8 @@ public actor AttachmentQueue {
             await withCheckedContinuation { waiter in machine.parkUntilNoOperations(waiter)?.resume() }
         }
         if let initialization { _ = await initialization.result }
+        backgroundFileCheck?.cancel()
+        if let backgroundFileCheck { _ = await backgroundFileCheck.result }
         networkFollower?.cancel()
         await networkFollower?.value
         await stopSync()

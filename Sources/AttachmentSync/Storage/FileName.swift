@@ -211,8 +211,31 @@ package enum FileName {
         "\(temporaryPrefix)etag-\(partialName)"
     }
 
-    /// A unique temporary name for an atomic write.
-    static func uniqueTemporaryName() -> String { "\(temporaryPrefix)tmp-\(UUID().uuidString)" }
+    /// A unique temporary name for an atomic write: ``temporaryPrefixOfThisProcess`` and a UUID.
+    static func uniqueTemporaryName() -> String { "\(temporaryPrefixOfThisProcess)\(UUID().uuidString)" }
+
+    /// How the temporary names this process makes begin: a token drawn once per process tells them from
+    /// the leftovers of earlier ones, which startup's background check removes while this process's own
+    /// may be in use.
+    static let temporaryPrefixOfThisProcess =
+        "\(temporaryPrefix)tmp-\(UUID().uuidString.prefix(8).lowercased())-"
+
+    /// The attachment file name that a library file name is about: `name` without the prefixes of a
+    /// save's staging name, a partial download and its resume validator (`name` itself for other names).
+    static func attachmentName(in name: String) -> String {
+        var rest = Substring(name)
+        for prefix in ["etag-", "download-", "save-"] {
+            let full = temporaryPrefix + prefix
+            if rest.hasPrefix(full) { rest = rest.dropFirst(full.count) }
+        }
+        return String(rest)
+    }
+
+    /// The part of a local file name made from the attachment's id (see ``localName(id:fileExtension:)``):
+    /// everything before the first `.`.
+    static func idStem(of localName: String) -> Substring {
+        localName.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false).first ?? Substring(localName)
+    }
 
     /// Whether `name` looks like a file the queue created for an attachment whose id it generated: a UUID,
     /// optionally followed by an extension. Only such files are removed when no record refers to them, so

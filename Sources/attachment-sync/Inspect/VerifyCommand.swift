@@ -142,6 +142,8 @@ struct VerifyCommand: AsyncParsableCommand {
         var configuration = AttachmentQueue.Configuration(attachmentsDirectory: dir)
         configuration.attachmentsQueueTableName = table
         configuration.syncInterval = .zero
+        // One run that should leave everything checked: the whole startup check first.
+        configuration.startupFileCheck = .beforeReady
         let queue = AttachmentQueue(db: db, remoteStorage: remote.storage, configuration: configuration)
         do {
             let local = try await queue.repairLocalFiles()

@@ -21,18 +21,22 @@ struct StartupTests {
         return (folder, remote, upload.id)
     }
 
-    @Test("a synced file that went missing is downloaded again; a lost upload is archived")
-    func missingFiles() async throws {
+    @Test(
+        "a synced file that went missing is downloaded again; a lost upload is archived",
+        arguments: [StartupFileCheck.beforeReady, .inBackground])
+    func missingFiles(check: StartupFileCheck) async throws {
         let (folder, remote, uploadId) = try await preparedFolder()
         let attachments = folder.url.appendingPathComponent("attachments")
         try FileManager.default.removeItem(at: attachments.appendingPathComponent("p1.jpg"))
         try FileManager.default.removeItem(at: attachments.appendingPathComponent("\(uploadId).jpg"))
 
-        let device = try QueueHarness(watch: true, folder: folder, remote: remote)
+        let device = try QueueHarness(watch: true, folder: folder, remote: remote) { $0.startupFileCheck = check }
         try await device.queue.waitForInit()
-        #expect(try await device.state(of: "p1") == .queuedDownload)
+        // Queued records are checked before the queue is ready, in both modes.
         #expect(try await device.state(of: uploadId) == .archived)
         #expect(try await device.queue.attachment(id: uploadId)?.localUri == nil)
+        try await device.queue.waitForStartupCheck()
+        #expect(try await device.state(of: "p1") == .queuedDownload)
 
         try await device.queue.syncNow()
         #expect(try await device.state(of: "p1") == .synced)
@@ -40,8 +44,10 @@ struct StartupTests {
         #expect(await remote.uploadCount == 0, "a lost upload is never uploaded")
     }
 
-    @Test("among thousands of files, startup finds exactly the missing ones and the leftovers")
-    func manyRecordsOneListing() async throws {
+    @Test(
+        "among thousands of files, startup finds exactly the missing ones and the leftovers",
+        arguments: [StartupFileCheck.beforeReady, .inBackground])
+    func manyRecordsOneListing(check: StartupFileCheck) async throws {
         let folder = try TemporaryDirectory()
         let attachments = folder.url.appendingPathComponent("attachments")
         try FileManager.default.createDirectory(at: attachments, withIntermediateDirectories: true)
@@ -68,8 +74,8 @@ struct StartupTests {
         let leftovers = [".attachment-sync-tmp-x", UUID().uuidString.lowercased() + ".jpg"]
         for name in leftovers { try Data("y".utf8).write(to: attachments.appendingPathComponent(name)) }
 
-        let device = try QueueHarness(folder: folder)
-        try await device.queue.waitForInit()
+        let device = try QueueHarness(folder: folder) { $0.startupFileCheck = check }
+        try await device.queue.waitForStartupCheck()
         let records = Dictionary(uniqueKeysWithValues: try await device.queue.allAttachments().map { ($0.id, $0) })
         for (id, state) in zip(ids, states) {
             let record = try #require(records[id])
@@ -86,8 +92,10 @@ struct StartupTests {
         #expect(names == Set(ids.filter { !missing.contains($0) }.map { $0 + ".jpg" }))
     }
 
-    @Test("leftovers are removed, the user's own files are left alone")
-    func cleansLeftovers() async throws {
+    @Test(
+        "leftovers are removed, the user's own files are left alone",
+        arguments: [StartupFileCheck.beforeReady, .inBackground])
+    func cleansLeftovers(check: StartupFileCheck) async throws {
         let (folder, remote, uploadId) = try await preparedFolder()
         let attachments = folder.url.appendingPathComponent("attachments")
         let orphan = "\(UUID().uuidString.lowercased()).jpg"
@@ -99,37 +107,41 @@ struct StartupTests {
         try FileManager.default.createDirectory(
             at: attachments.appendingPathComponent("albums"), withIntermediateDirectories: true)
 
-        let device = try QueueHarness(watch: true, folder: folder, remote: remote)
-        try await device.queue.waitForInit()
+        let device = try QueueHarness(watch: true, folder: folder, remote: remote) { $0.startupFileCheck = check }
+        try await device.queue.waitForStartupCheck()
 
         #expect(try device.filesOnDisk() == Set(["p1.jpg", "\(uploadId).jpg", "albums"] + foreign))
     }
 
-    @Test("a save interrupted after its commit is completed from its staging file")
-    func completesInterruptedSave() async throws {
+    @Test(
+        "a save interrupted after its commit is completed from its staging file",
+        arguments: [StartupFileCheck.beforeReady, .inBackground])
+    func completesInterruptedSave(check: StartupFileCheck) async throws {
         let (folder, remote, uploadId) = try await preparedFolder()
         let attachments = folder.url.appendingPathComponent("attachments")
         try FileManager.default.moveItem(
             at: attachments.appendingPathComponent("\(uploadId).jpg"),
             to: attachments.appendingPathComponent(".attachment-sync-save-\(uploadId).jpg"))
 
-        let device = try QueueHarness(watch: true, folder: folder, remote: remote)
+        let device = try QueueHarness(watch: true, folder: folder, remote: remote) { $0.startupFileCheck = check }
         try await device.queue.syncNow()
         #expect(try await device.state(of: uploadId) == .synced)
         #expect(await remote.file(named: "\(uploadId).jpg") == testBytes(10, seed: 2))
         #expect(!(try device.filesOnDisk().contains(".attachment-sync-save-\(uploadId).jpg")))
     }
 
-    @Test("an absolute local_uri from an older database becomes relative")
-    func absolutePathsBecomeRelative() async throws {
+    @Test(
+        "an absolute local_uri from an older database becomes relative",
+        arguments: [StartupFileCheck.beforeReady, .inBackground])
+    func absolutePathsBecomeRelative(check: StartupFileCheck) async throws {
         let (folder, remote, _) = try await preparedFolder()
         let absolute = folder.url.appendingPathComponent("attachments/p1.jpg").path
         let db = try LocalDatabase(path: folder.path("app.sqlite"), schema: QueueHarness.schema)
         try await db.execute(sql: "UPDATE attachments SET local_uri = ? WHERE id = 'p1'", parameters: [absolute])
         try await db.close()
 
-        let device = try QueueHarness(watch: true, folder: folder, remote: remote)
-        try await device.queue.waitForInit()
+        let device = try QueueHarness(watch: true, folder: folder, remote: remote) { $0.startupFileCheck = check }
+        try await device.queue.waitForStartupCheck()
         let stored = try await device.db.get(sql: "SELECT local_uri FROM attachments WHERE id = 'p1'") {
             try $0.getString(name: "local_uri")
         }
@@ -207,6 +219,12 @@ struct ValidationTests {
         #expect(negativeError?.code == .invalidConfiguration)
         #expect(negativeError?.name == "archivedCacheLimit")
         await negative.close()
+
+        let threshold = try QueueHarness { $0.startupFileCheck = .automatic(backgroundAbove: -1) }
+        let thresholdError = await #expect(throws: AttachmentError.self) { try await threshold.queue.waitForInit() }
+        #expect(thresholdError?.code == .invalidConfiguration)
+        #expect(thresholdError?.name == "startupFileCheck")
+        await threshold.close()
     }
 
     @Test("subdirectories are created inside the attachments directory")

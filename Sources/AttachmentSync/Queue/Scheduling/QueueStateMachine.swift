@@ -124,6 +124,10 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
     private var startCount = 0
     /// Ids whose save is in progress: not transferred before their file is in place.
     private(set) var reserved: Set<String> = []
+    /// While startup's background check of files runs: every id reserved or transferred since it began (and
+    /// those busy when it began). Their files may be newer than what the check read, so it leaves them
+    /// alone. `nil` when no check runs.
+    private(set) var touchedDuringCheck: Set<String>?
     /// Ids whose transfer failed or was interrupted since the last trigger, with the state it ran in.
     private(set) var skippedUntilTrigger: [String: AttachmentState] = [:]
     private var idleWaiters: [Waiter] = []
@@ -256,11 +260,24 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
 
     /// Holds an id for a save: no transfer starts for it, no other save takes it. `false` when held.
     mutating func reserve(_ id: String) -> Bool {
-        reserved.insert(id).inserted
+        touchedDuringCheck?.insert(id)
+        return reserved.insert(id).inserted
     }
 
     mutating func release(_ id: String) {
         reserved.remove(id)
+    }
+
+    // MARK: - Startup's background check
+
+    /// Startup's background check of files begins: from now until ``endBackgroundCheck()``, every id
+    /// reserved or transferred is remembered (see ``touchedDuringCheck``), starting with those busy now.
+    mutating func beginBackgroundCheck() {
+        touchedDuringCheck = reserved.union(transfers.keys)
+    }
+
+    mutating func endBackgroundCheck() {
+        touchedDuringCheck = nil
     }
 
     // MARK: - Passes and reads
@@ -336,6 +353,7 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
                 skipped: skippedUntilTrigger, now: now)
             for record in selected {
                 startCount += 1
+                touchedDuringCheck?.insert(record.id)
                 transfers[record.id] = Transfer(
                     state: record.state, onRequest: false, handle: nil, generation: concurrency.generation,
                     requirement: requirements[record.id] ?? .any, order: startCount)
@@ -398,6 +416,7 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
     /// A download asked for on request started (see ``mayStartOnRequest(_:)``).
     mutating func startedOnRequest(_ id: String, state: AttachmentState, handle: Handle) {
         startCount += 1
+        touchedDuringCheck?.insert(id)
         transfers[id] = Transfer(
             state: state, onRequest: true, handle: handle, generation: concurrency.generation, order: startCount)
     }

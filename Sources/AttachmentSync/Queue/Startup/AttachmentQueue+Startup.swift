@@ -2,8 +2,9 @@ import Foundation
 import Logging
 
 extension AttachmentQueue {
-    /// Startup: checks the configuration and the table, creates the folders, then verifies every record
-    /// against the files on disk and cleans up what a crash may have left.
+    /// Startup: checks the configuration and the table, creates the folders, then verifies records against
+    /// the files on disk and cleans up what a crash may have left: all of it now, or (see
+    /// ``Configuration/startupFileCheck``) the queued records now and the rest in the background.
     func initialize() async throws {
         try configuration.validate()
         try await checkTable()
@@ -20,9 +21,62 @@ extension AttachmentQueue {
         for subdirectory in configuration.subdirectories {
             try await localStorage.makeDir(path: localPath(subdirectory))
         }
-        let unchanged = try await verifyRecordsAgainstFiles()
-        try await removeLeftoverFiles(unchanged)
+        let store = store
+        if try await checksFilesInBackground() {
+            // Transfers start from queued records only: those are made true before anything runs.
+            let queued = try await db.readTransaction { tx in try store.startupEntries(in: tx, queuedOnly: true) }
+            // A path per record is cheaper than a listing of a large folder, up to a point.
+            let names = queued.count > 2_000 ? try files.contentsOfDirectory(atPath: attachmentsDirectory.path) : nil
+            _ = try await verifyRecordsAgainstFiles(queued, listing: names, inBackground: false)
+            machine.beginBackgroundCheck()
+            backgroundFileCheck = Task { try await self.checkFilesInBackground() }
+        } else {
+            let records = try await db.readTransaction { tx in try store.startupEntries(in: tx) }
+            let names: [String]? =
+                localStorage.plainFileURL(filePath: attachmentsDirectory.path) != nil
+                ? try files.contentsOfDirectory(atPath: attachmentsDirectory.path) : nil
+            let unchanged = try await verifyRecordsAgainstFiles(records, listing: names, inBackground: false)
+            try await removeLeftoverFiles(unchanged, inBackground: false)
+        }
         startFollowingNetwork()
+    }
+
+    /// Whether the check of synced and archived records and the clean-up run after startup: only with plain
+    /// files, as ``Configuration/startupFileCheck`` says.
+    private func checksFilesInBackground() async throws -> Bool {
+        guard localStorage.plainFileURL(filePath: attachmentsDirectory.path) != nil else { return false }
+        switch configuration.startupFileCheck {
+        case .beforeReady: return false
+        case .inBackground: return true
+        case .automatic(let limit):
+            let store = store
+            return try await db.readTransaction { tx in try store.count(in: tx) } > limit
+        }
+    }
+
+    /// Startup's check of every record and the clean-up, while the queue runs: one read of the records and
+    /// one listing of the folder, taken after ``QueueStateMachine/beginBackgroundCheck()`` so that whatever
+    /// the queue saves or transfers meanwhile is either in the read or remembered as touched, and left alone.
+    private func checkFilesInBackground() async throws {
+        defer { machine.endBackgroundCheck() }
+        let store = store
+        let files = files
+        let directory = attachmentsDirectory.path
+        do {
+            let records = try await db.readTransaction { tx in try store.startupEntries(in: tx) }
+            try Task.checkCancellation()
+            // Off the actor and the cooperative pool: saves and transfers go on while the folder is listed.
+            let names = try await onBlockingThread { try files.contentsOfDirectory(atPath: directory) }
+            try Task.checkCancellation()
+            let unchanged = try await verifyRecordsAgainstFiles(records, listing: names, inBackground: true)
+            try await removeLeftoverFiles(unchanged, inBackground: true)
+            logger.debug("startup's background check of files is done", metadata: ["records": "\(records.count)"])
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            logError("startup's background check of files failed; the next startup checks again", error, id: nil)
+            throw error
+        }
     }
 
     /// Throws ``AttachmentError/Code-swift.struct/invalidConfiguration`` unless the attachments table exists
@@ -32,7 +86,7 @@ extension AttachmentQueue {
         try await db.readTransaction { tx in try store.checkTable(in: tx) }
     }
 
-    /// Makes every record's `local_uri` true:
+    /// Makes the `local_uri` of `records` true:
     /// - an absolute path (older databases) becomes relative to the attachments directory;
     /// - a synced attachment whose file is missing is queued for download again;
     /// - an upload whose file is missing is completed from its staging file when `saveFile` was interrupted
@@ -40,28 +94,38 @@ extension AttachmentQueue {
     /// - an archived attachment whose file is missing just loses its `local_uri`;
     /// - a pending delete's file is removed.
     ///
-    /// With plain files, one listing of the folder answers "is it there" for the names it holds; a name it
-    /// lacks is looked up by its path before anything is concluded (a volume may list a name in another
-    /// Unicode form than it was created with), so a file is never taken for missing because of the listing.
+    /// With a `listing` of the folder, it answers "is it there" for the names it holds; a name it lacks is
+    /// looked up by its path before anything is concluded (a volume may list a name in another Unicode form
+    /// than it was created with, and a file may have come since), so a file is never taken for missing
+    /// because of the listing.
+    ///
+    /// `inBackground`, the queue is running: queued records are left alone (startup checked them before it
+    /// ran), so are those saved or transferred since the check began, and each change is made only if the
+    /// record is still in the state and at the path that were read.
+    ///
     /// Returns, for the clean-up, the listing when nothing in the folder changed since, and the records
-    /// read when none of them changed.
-    private func verifyRecordsAgainstFiles() async throws -> (listing: [String]?, records: [AttachmentRecord]?) {
+    /// when none of them changed.
+    private func verifyRecordsAgainstFiles(_ records: [AttachmentRecord], listing names: [String]?, inBackground: Bool)
+        async throws -> (listing: [String]?, records: [AttachmentRecord]?)
+    {
         let store = store
-        let records = try await db.readTransaction { tx in try store.startupEntries(in: tx) }
-        let names: [String]? =
-            localStorage.plainFileURL(filePath: attachmentsDirectory.path) != nil
-            ? try files.contentsOfDirectory(atPath: attachmentsDirectory.path) : nil
-        let listed = Set(names ?? [])
+        let directory = attachmentsDirectory.path
+        // The common case, a file where its record says, needs nothing; finding the others is pure work
+        // over every record, done off the actor.
+        let attention = await Task.detached {
+            Self.recordsNeedingCheck(records, listing: names, directory: directory, skippingQueued: inBackground)
+        }.value
         var changedFiles = false
         var changedRecords = false
-        for record in records {
+        for (record, relative, listed) in attention {
+            if inBackground {
+                try Task.checkCancellation()
+                if machine.touchedDuringCheck?.contains(record.id) == true { continue }
+            }
             guard let stored = record.localPath else { continue }
-            let relative = relativePath(stored)
-            // The common case, a file where its record says, needs nothing (not even its path).
-            if listed.contains(relative), relative == stored, record.state != .queuedDelete { continue }
             let path = localPath(relative)
             changedRecords = true
-            let exists = try await listed.contains(relative) ? true : localStorage.fileExists(filePath: path)
+            let exists = try await listed ? true : localStorage.fileExists(filePath: path)
             // Looked for only when an upload's file is missing (a path per record costs at 100,000 records).
             var stagingExists = false
             if !exists, record.state == .queuedUpload {
@@ -83,7 +147,9 @@ extension AttachmentQueue {
                 }
                 if relative != stored {
                     try await db.writeTransaction { tx in
-                        try store.update(id: record.id, ifState: record.state, set: [("local_uri", relative)], in: tx)
+                        try store.update(
+                            id: record.id, ifState: record.state, set: [("local_uri", relative)], ifLocalPath: stored,
+                            in: tx)
                     }
                 }
             case .downloadAgain:
@@ -92,7 +158,7 @@ extension AttachmentQueue {
                 try await db.writeTransaction { tx in
                     try store.transition(
                         id: record.id, from: .synced, to: .queuedDownload, timestamp: timestamp,
-                        set: [("local_uri", nil)], in: tx)
+                        set: [("local_uri", nil)], ifLocalPath: stored, in: tx)
                 }
             case .giveUpUpload:
                 logger.error(
@@ -104,15 +170,37 @@ extension AttachmentQueue {
                         set: [
                             ("local_uri", nil), ("given_up", AttachmentState.queuedUpload.rawValue),
                             ("last_error", "the file to upload was missing at startup"),
-                        ], in: tx)
+                        ], ifLocalPath: stored, in: tx)
                 }
             case .release:
                 try await db.writeTransaction { tx in
-                    try store.update(id: record.id, ifState: record.state, set: [("local_uri", nil)], in: tx)
+                    try store.update(
+                        id: record.id, ifState: record.state, set: [("local_uri", nil)], ifLocalPath: stored, in: tx)
                 }
             }
+            // The watch's reconcile may have read the record already.
+            machine.noteChanged(record.id)
         }
         return (changedFiles ? nil : names, changedRecords ? nil : records)
+    }
+
+    /// The records among `records` that need a look, each with its path relative to `directory` and whether
+    /// `listing` holds it: every record with a local file unless the listing holds it under the stored
+    /// (relative) path and it is not a pending delete; `skippingQueued`, only synced and archived ones.
+    private nonisolated static func recordsNeedingCheck(
+        _ records: [AttachmentRecord], listing: [String]?, directory: String, skippingQueued: Bool
+    ) -> [(record: AttachmentRecord, relative: String, listed: Bool)] {
+        let listed = Set(listing ?? [])
+        var attention: [(record: AttachmentRecord, relative: String, listed: Bool)] = []
+        for record in records {
+            guard let stored = record.localPath else { continue }
+            if skippingQueued, record.state != .synced, record.state != .archived { continue }
+            let relative = relativePath(stored, directory: directory)
+            let isListed = listed.contains(relative)
+            if isListed, relative == stored, record.state != .queuedDelete { continue }
+            attention.append((record, relative, isListed))
+        }
+        return attention
     }
 
     /// Where `saveFile` staged the file `relative` before its commit.
@@ -120,15 +208,14 @@ extension AttachmentQueue {
         localPath(FileName.savingName(for: relative))
     }
 
-    /// `stored` relative to the attachments directory: as it is when already relative; for an absolute
-    /// path, the part under the directory, else its last component.
-    private func relativePath(_ stored: String) -> String {
+    /// `stored` relative to the attachments directory `directory`: as it is when already relative; for an
+    /// absolute path, the part under the directory, else its last component.
+    private nonisolated static func relativePath(_ stored: String, directory: String) -> String {
         guard stored.hasPrefix("/") || stored.hasPrefix("file:") else { return stored }
         let url =
             stored.hasPrefix("file:")
             ? (URL(string: stored) ?? URL(fileURLWithPath: stored)) : URL(fileURLWithPath: stored)
-        let base =
-            attachmentsDirectory.path.hasSuffix("/") ? attachmentsDirectory.path : attachmentsDirectory.path + "/"
+        let base = directory.hasSuffix("/") ? directory : directory + "/"
         let path = url.standardizedFileURL.path
         return path.hasPrefix(base) ? String(path.dropFirst(base.count)) : url.lastPathComponent
     }
@@ -145,67 +232,141 @@ extension AttachmentQueue {
     /// Folders, and any other file, are left alone and logged once, so a queue pointed at the wrong folder
     /// deletes nothing of the user's.
     /// `unchanged` holds the folder's current listing and every record, when known (else they are read here).
-    private func removeLeftoverFiles(_ unchanged: (listing: [String]?, records: [AttachmentRecord]?)) async throws {
+    ///
+    /// `inBackground`, the queue is running, and a file is removed only if nothing the queue did since the
+    /// check began can have made it (see ``mayRemoveDuringBackgroundCheck(_:)``): the decision and the
+    /// removal happen on the actor with no suspension between them, and no record refers to it just before.
+    private func removeLeftoverFiles(
+        _ unchanged: (listing: [String]?, records: [AttachmentRecord]?), inBackground: Bool
+    ) async throws {
         let store = store
         let known = unchanged.records
-        let (referenced, resumable, unclaimed) = try await db.readTransaction { tx in
-            let entries = try known ?? store.startupEntries(in: tx)
-            let referenced = Set(entries.compactMap(\.localPath))
-            let withoutContent = entries.filter { $0.localPath == nil }
-            // Partial downloads of attachments still without content are kept, to resume.
-            let resumable = Set(
-                withoutContent.filter { $0.state == .queuedDownload || $0.state == .synced }.flatMap {
-                    record -> [String] in
-                    guard let partial = try? FileName.downloadingName(for: record.localName()) else { return [] }
-                    // The remote adapter may keep what it needs to resume beside the partial file.
-                    return [partial, FileName.resumeValidatorName(for: partial)]
-                })
-            let unclaimed = Set(withoutContent.compactMap { try? $0.localName() }).subtracting(referenced)
-            return (referenced, resumable, unclaimed)
-        }
+        let entries = try await db.readTransaction { tx in try known ?? store.startupEntries(in: tx) }
         var names: [String]
         if let listing = unchanged.listing {
             names = listing
+        } else if inBackground {
+            let files = files
+            let directory = attachmentsDirectory.path
+            names = try await onBlockingThread { try files.contentsOfDirectory(atPath: directory) }
         } else {
             names = try await localStorage.listDirectory(path: attachmentsDirectory.path)
         }
+        let subdirectories = Set(configuration.subdirectories)
+        let listed = names
+        let plan = await Task.detached {
+            Self.leftovers(among: listed, entries: entries, subdirectories: subdirectories)
+        }.value
         let plain = localStorage.plainFileURL(filePath: attachmentsDirectory.path) != nil
-        let savingPrefix = FileName.savingName(for: "")
-        for staging in names where staging.hasPrefix(savingPrefix) {
-            let name = String(staging.dropFirst(savingPrefix.count))
-            guard !referenced.contains(name), names.contains(name) else { continue }
-            // With plain files, only when both names are one file (the twin was made with a hard link).
+        // Just before removing: which of the files about to go a record refers to now (another writer of
+        // the table, say). The queue's own saves and downloads are covered by the check's touched ids.
+        var referencedNow: Set<String> = []
+        if inBackground {
+            let doomed = Set(plan.twins.map(\.name) + plan.candidates)
+            referencedNow = try await db.readTransaction { tx in try store.referenced(localPaths: doomed, in: tx) }
+        }
+        var removedTwins: Set<String> = []
+        var candidates = plan.candidates
+        for (staging, name) in plan.twins where !referencedNow.contains(name) {
+            // With plain files, only when both names are one file (the twin was made with a hard link);
+            // otherwise it is judged like any other file.
             if plain {
                 guard let twin = files.info(atPath: localPath(staging)),
                     let placed = files.info(atPath: localPath(name)),
                     twin.identity == placed.identity
-                else { continue }
+                else {
+                    if Self.isLeftover(name, plan.unclaimed) { candidates.append(name) }
+                    continue
+                }
             }
-            try await localStorage.deleteFile(filePath: localPath(name))
-            names.removeAll { $0 == name }
+            guard try await removeLeftover(name, inBackground: inBackground) else { continue }
+            removedTwins.insert(name)
             logger.info("removed the file of a save that did not complete", metadata: ["file": "\(name)"])
         }
-        let subdirectories = Set(configuration.subdirectories)
-        var foreign: [String] = []
-        for name in names {
-            if referenced.contains(name) || resumable.contains(name) || subdirectories.contains(name) { continue }
+        var foreign = plan.foreign
+        for name in candidates where !removedTwins.contains(name) && !referencedNow.contains(name) {
+            if inBackground { try Task.checkCancellation() }
             if plain, files.info(atPath: localPath(name))?.kind == .directory {
                 foreign.append(name)
                 continue
             }
-            if name.hasPrefix(FileName.temporaryPrefix) || unclaimed.contains(name)
-                || FileName.looksLikeGeneratedAttachment(name)
-            {
-                try await localStorage.deleteFile(filePath: localPath(name))
-                logger.info("removed a leftover file", metadata: ["file": "\(name)"])
-            } else {
-                foreign.append(name)
-            }
+            guard try await removeLeftover(name, inBackground: inBackground) else { continue }
+            logger.info("removed a leftover file", metadata: ["file": "\(name)"])
         }
         if !foreign.isEmpty {
             logger.notice(
                 "the attachments directory holds files that are not attachments; they are left alone",
                 metadata: ["files": "\(foreign.sorted().prefix(20).joined(separator: ", "))"])
         }
+    }
+
+    /// Removes the leftover `name`; `inBackground`, only if ``mayRemoveDuringBackgroundCheck(_:)`` allows it,
+    /// checked and removed without a suspension in between. Returns whether it was removed.
+    private func removeLeftover(_ name: String, inBackground: Bool) async throws -> Bool {
+        guard inBackground else {
+            try await localStorage.deleteFile(filePath: localPath(name))
+            return true
+        }
+        guard mayRemoveDuringBackgroundCheck(name) else { return false }
+        try files.removeFile(atPath: localPath(name))
+        return true
+    }
+
+    /// Whether startup's background check may remove the file `name` it found to be a leftover: not a
+    /// temporary file of this process (in use, perhaps), and not a file of an attachment saved, downloaded
+    /// or transferred since the check began (such a file may be newer than the check's read of the records).
+    /// A name is matched to attachments by the part of it made from the id, so the test errs on the side of
+    /// keeping.
+    func mayRemoveDuringBackgroundCheck(_ name: String) -> Bool {
+        guard let touched = machine.touchedDuringCheck else { return true }
+        if name.hasPrefix(FileName.temporaryPrefixOfThisProcess) { return false }
+        let stem = FileName.idStem(of: FileName.attachmentName(in: name))
+        return !touched.contains { FileName.safeName($0, keepingDots: false)[...] == stem }
+    }
+
+    /// What the clean-up would remove among the folder's `names`, given every record (`entries`): the files of
+    /// saves that did not complete (`twins`: a staging name and the name beside it), other leftovers
+    /// (`candidates`, which may still turn out to be folders), and the names that are nothing of the
+    /// library's (`foreign`). Pure work over every name and record, done off the actor.
+    private nonisolated static func leftovers(
+        among names: [String], entries: [AttachmentRecord], subdirectories: Set<String>
+    ) -> (twins: [(staging: String, name: String)], candidates: [String], foreign: [String], unclaimed: Set<String>) {
+        let referenced = Set(entries.compactMap(\.localPath))
+        let withoutContent = entries.filter { $0.localPath == nil }
+        // Partial downloads of attachments still without content are kept, to resume.
+        let resumable = Set(
+            withoutContent.filter { $0.state == .queuedDownload || $0.state == .synced }.flatMap {
+                record -> [String] in
+                guard let partial = try? FileName.downloadingName(for: record.localName()) else { return [] }
+                // The remote adapter may keep what it needs to resume beside the partial file.
+                return [partial, FileName.resumeValidatorName(for: partial)]
+            })
+        let unclaimed = Set(withoutContent.compactMap { try? $0.localName() }).subtracting(referenced)
+        let present = Set(names)
+        let savingPrefix = FileName.savingName(for: "")
+        var twins: [(staging: String, name: String)] = []
+        for staging in names where staging.hasPrefix(savingPrefix) {
+            let name = String(staging.dropFirst(savingPrefix.count))
+            if !referenced.contains(name), present.contains(name) { twins.append((staging, name)) }
+        }
+        let twinNames = Set(twins.map(\.name))
+        var candidates: [String] = []
+        var foreign: [String] = []
+        for name in names where !twinNames.contains(name) {
+            if referenced.contains(name) || resumable.contains(name) || subdirectories.contains(name) { continue }
+            if isLeftover(name, unclaimed) {
+                candidates.append(name)
+            } else {
+                foreign.append(name)
+            }
+        }
+        return (twins, candidates, foreign, unclaimed)
+    }
+
+    /// Whether a file no record refers to is the library's to remove: a temporary file, the file of an
+    /// attachment whose record claims none (`unclaimed`), or one named like a generated attachment.
+    private nonisolated static func isLeftover(_ name: String, _ unclaimed: Set<String>) -> Bool {
+        name.hasPrefix(FileName.temporaryPrefix) || unclaimed.contains(name)
+            || FileName.looksLikeGeneratedAttachment(name)
     }
 }

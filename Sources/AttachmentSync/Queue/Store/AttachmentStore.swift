@@ -53,10 +53,12 @@ struct AttachmentStore: Sendable {
         ) { try AttachmentRecord(cursor: $0) }
     }
 
-    /// What startup needs of every record: records holding only their id, filename, state and local file
-    /// (the other fields are left empty). A fraction of the cost of whole records, which matters at 100,000.
-    func startupEntries(in tx: SqlTransaction) throws -> [AttachmentRecord] {
-        try tx.getAll(sql: "SELECT id, filename, state, local_uri FROM \(table)") {
+    /// What startup needs of every record (or, with `queuedOnly`, of every queued one, read through the
+    /// state index): records holding only their id, filename, state and local file (the other fields are
+    /// left empty). A fraction of the cost of whole records, which matters at 100,000.
+    func startupEntries(in tx: SqlTransaction, queuedOnly: Bool = false) throws -> [AttachmentRecord] {
+        let condition = queuedOnly ? " WHERE state IN \(StateSet.queuedSQL)" : ""
+        return try tx.getAll(sql: "SELECT id, filename, state, local_uri FROM \(table)\(condition)") {
             cursor in
             let id = try cursor.getString(name: "id")
             let rawState = try cursor.getInt(name: "state")
@@ -228,6 +230,7 @@ struct AttachmentStore: Sendable {
         to newState: AttachmentState,
         timestamp: Int64,
         set assignments: [(column: String, value: (any SqlValueConvertible)?)] = [],
+        ifLocalPath localPath: String? = nil,
         in tx: SqlTransaction
     ) throws -> Bool {
         var sql = "UPDATE \(table) SET state = ?, timestamp = ?"
@@ -238,22 +241,48 @@ struct AttachmentStore: Sendable {
         }
         sql += " WHERE id = ? AND state = ?"
         parameters.append(contentsOf: [id, expected.rawValue] as SqlParameters)
+        if let localPath {
+            sql += " AND local_uri = ?"
+            parameters.append(localPath)
+        }
         return try tx.cached.execute(sql: sql, parameters: parameters) == 1
     }
 
-    /// Sets columns of a record that is still in `expected`, leaving its state and timestamp alone.
+    /// Sets columns of a record that is still in `expected` (and, when `localPath` is given, still refers
+    /// to that local file), leaving its state and timestamp alone.
     @discardableResult
     func update(
         id: String,
         ifState expected: AttachmentState,
         set assignments: [(column: String, value: (any SqlValueConvertible)?)],
+        ifLocalPath localPath: String? = nil,
         in tx: SqlTransaction
     ) throws -> Bool {
         let sets = assignments.map { "\(SqlIdentifier.quote($0.column)) = ?" }.joined(separator: ", ")
-        let parameters: SqlParameters = assignments.map(\.value) + [id, expected.rawValue]
-        return try tx.cached.execute(
-            sql: "UPDATE \(table) SET \(sets) WHERE id = ? AND state = ?", parameters: parameters)
-            == 1
+        var parameters: SqlParameters = assignments.map(\.value) + [id, expected.rawValue]
+        var sql = "UPDATE \(table) SET \(sets) WHERE id = ? AND state = ?"
+        if let localPath {
+            sql += " AND local_uri = ?"
+            parameters.append(localPath)
+        }
+        return try tx.cached.execute(sql: sql, parameters: parameters) == 1
+    }
+
+    /// Which of `localPaths` some record refers to (read in batches, to stay under SQLite's limit on
+    /// query parameters).
+    func referenced(localPaths: Set<String>, in tx: SqlTransaction) throws -> Set<String> {
+        var found: Set<String> = []
+        let paths = Array(localPaths)
+        for start in stride(from: 0, to: paths.count, by: 500) {
+            let batch = paths[start..<min(start + 500, paths.count)]
+            let marks = Array(repeating: "?", count: batch.count).joined(separator: ", ")
+            let rows = try tx.getAll(
+                sql: "SELECT local_uri FROM \(table) WHERE local_uri IN (\(marks))",
+                parameters: batch.map { $0 as (any SqlValueConvertible)? }
+            ) { try $0.getString(name: "local_uri") }
+            found.formUnion(rows)
+        }
+        return found
     }
 
     @discardableResult

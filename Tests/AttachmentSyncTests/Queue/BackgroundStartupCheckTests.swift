@@ -1,0 +1,143 @@
+import AttachmentSyncTesting
+import Foundation
+import TestSupport
+import Testing
+
+@testable import AttachmentSync
+
+/// File operations that hold every listing of one folder until the test opens the gate.
+final class GatedListingDisk: FileOperations, Sendable {
+    let base = SystemFileOperations()
+    let folder: String
+    let gate = DispatchSemaphore(value: 0)
+    /// Yields when a listing of the folder has begun.
+    let reached = AsyncStream.makeStream(of: Void.self)
+
+    init(folder: String) { self.folder = folder }
+
+    func info(atPath path: String) -> FileInfo? { base.info(atPath: path) }
+    func infoFollowingLinks(atPath path: String) -> FileInfo? { base.infoFollowingLinks(atPath: path) }
+    func contentsOfDirectory(atPath path: String) throws -> [String] {
+        if path == folder {
+            reached.continuation.yield()
+            // Bounded: a test that never opens the gate fails instead of hanging.
+            if gate.wait(timeout: .now() + 20) == .timedOut { throw HarnessError("the listing gate never opened") }
+        }
+        return try base.contentsOfDirectory(atPath: path)
+    }
+    func openForReading(atPath path: String) throws -> FileHandle { try base.openForReading(atPath: path) }
+    func openForWriting(atPath path: String, at offset: Int64?) throws -> any FileWriter {
+        try base.openForWriting(atPath: path, at: offset)
+    }
+    func rename(_ source: String, to target: String) throws { try base.rename(source, to: target) }
+    func link(_ source: String, to target: String) throws { try base.link(source, to: target) }
+    func removeFile(atPath path: String) throws { try base.removeFile(atPath: path) }
+    func removeTree(atPath path: String) throws { try base.removeTree(atPath: path) }
+    func makeDirectory(atPath path: String) throws { try base.makeDirectory(atPath: path) }
+    func synchronizeFile(atPath path: String) throws { try base.synchronizeFile(atPath: path) }
+    func synchronizeDirectory(atPath path: String) throws { try base.synchronizeDirectory(atPath: path) }
+    func synchronizeFiles(atPaths paths: [String]) throws { try base.synchronizeFiles(atPaths: paths) }
+}
+
+@Suite("Startup's check of files in the background", .cleansUp)
+struct BackgroundStartupCheckTests {
+    /// A folder whose earlier run left a synced attachment with its file, a synced one whose file is gone
+    /// (unless not `withMissingFile`), a temporary file and a generated-looking file no record claims.
+    func preparedFolder(withMissingFile: Bool = true) async throws -> TemporaryDirectory {
+        let folder = try TemporaryDirectory()
+        let first = try QueueHarness(folder: folder)
+        try await first.queue.waitForInit()
+        for id in withMissingFile ? ["s1", "s2"] : ["s1"] {
+            try await first.db.execute(
+                sql: "INSERT INTO attachments (id, filename, state, timestamp, has_synced, local_uri, size) "
+                    + "VALUES (?, ?, ?, 1, 1, ?, 4)",
+                parameters: [id, "\(id).jpg", AttachmentState.synced.rawValue, "\(id).jpg"])
+        }
+        let attachments = folder.url.appendingPathComponent("attachments")
+        try Data("s1!!".utf8).write(to: attachments.appendingPathComponent("s1.jpg"))
+        for name in [".attachment-sync-tmp-old", UUID().uuidString.lowercased() + ".jpg"] {
+            try Data("x".utf8).write(to: attachments.appendingPathComponent(name))
+        }
+        await first.close()
+        return folder
+    }
+
+    @Test("a save in progress while the check lists the folder keeps its file; the check still does its work")
+    func saveDuringTheCheckIsKept() async throws {
+        // No record to fix: the check's write would wait for the save's transaction, held open below.
+        let folder = try await preparedFolder(withMissingFile: false)
+        let disk = GatedListingDisk(folder: folder.path("attachments"))
+        let device = try QueueHarness(folder: folder, localStorage: FileManagerStorageAdapter(files: disk)) {
+            $0.files = disk
+            $0.startupFileCheck = .inBackground
+        }
+        try await device.queue.waitForInit()
+        // The check has read the records and waits to list the folder.
+        _ = try await withDeadline("the background check to list the folder") {
+            await disk.reached.stream.first { _ in true }
+        }
+
+        // A save whose file is in place (its staging twin beside it) and whose commit waits in its hook: no
+        // record refers to the file yet when the check goes on.
+        let hookGate = DispatchSemaphore(value: 0)
+        let inHook = AsyncStream.makeStream(of: Void.self)
+        let content = testBytes(300, seed: 7)
+        let save = Task {
+            try await device.queue.saveFile(data: content, mediaType: nil, fileExtension: "jpg") { _, _ in
+                inHook.continuation.yield()
+                if hookGate.wait(timeout: .now() + 20) == .timedOut { throw HarnessError("the hook gate never opened") }
+            }
+        }
+        _ = try await withDeadline("the save to reach its hook") { await inHook.stream.first { _ in true } }
+        disk.gate.signal()
+        try await device.queue.waitForStartupCheck()
+        hookGate.signal()
+        let saved = try await save.value
+
+        #expect(device.bytesOnDisk("\(saved.id).jpg") == content, "the save's file survived the check")
+        #expect(try await device.state(of: saved.id) == .queuedUpload)
+        #expect(try device.filesOnDisk() == ["s1.jpg", "\(saved.id).jpg"], "the leftovers were removed")
+    }
+
+    @Test("close() during the check stops it; the next startup checks again")
+    func closeStopsTheCheck() async throws {
+        let folder = try await preparedFolder()
+        let disk = GatedListingDisk(folder: folder.path("attachments"))
+        let device = try QueueHarness(folder: folder, localStorage: FileManagerStorageAdapter(files: disk)) {
+            $0.files = disk
+            $0.startupFileCheck = .inBackground
+        }
+        try await device.queue.waitForInit()
+        _ = try await withDeadline("the background check to list the folder") {
+            await disk.reached.stream.first { _ in true }
+        }
+        let closing = Task { await device.close() }
+        disk.gate.signal()
+        await closing.value
+
+        let again = try QueueHarness(folder: folder) { $0.startupFileCheck = .inBackground }
+        try await again.queue.waitForStartupCheck()
+        #expect(try await again.state(of: "s2") == .queuedDownload)
+        #expect(try again.filesOnDisk() == ["s1.jpg"])
+    }
+
+    @Test("automatic: a table above the threshold is checked in the background, with the same outcome")
+    func automaticThreshold() async throws {
+        let folder = try await preparedFolder()
+        let disk = GatedListingDisk(folder: folder.path("attachments"))
+        let device = try QueueHarness(folder: folder, localStorage: FileManagerStorageAdapter(files: disk)) {
+            $0.files = disk
+            $0.startupFileCheck = .automatic(backgroundAbove: 1)
+        }
+        // Two records, above 1: the queue is ready while the listing is still held.
+        try await device.queue.waitForInit()
+        _ = try await withDeadline("the background check to list the folder") {
+            await disk.reached.stream.first { _ in true }
+        }
+        #expect(try await device.state(of: "s2") == .synced, "not checked yet")
+        disk.gate.signal()
+        try await device.queue.waitForStartupCheck()
+        #expect(try await device.state(of: "s2") == .queuedDownload)
+        #expect(try device.filesOnDisk() == ["s1.jpg"])
+    }
+}
