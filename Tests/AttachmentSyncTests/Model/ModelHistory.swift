@@ -12,12 +12,16 @@ struct ModelSetup: Sendable, CustomStringConvertible {
     var concurrency = 1
     /// Files above this size wait for an unmetered network (`networkPolicy`), or `nil` for none.
     var unmeteredAbove: Int64?
+    /// Startup checks synced and archived records and removes leftovers in the background, while sync
+    /// (when on) already runs (`startupFileCheck = .inBackground`).
+    var backgroundStartupCheck = false
 
     var description: String {
         "setup(insensitiveDisk: \(insensitiveDisk), maxAttempts: \(maxAttempts.map(String.init) ?? "nil"), "
             + "archivedCacheLimit: \(archivedCacheLimit), maxCacheBytes: \(maxCacheBytes.map(String.init) ?? "nil"), "
             + "onDemand: \(onDemand), concurrency: \(concurrency), "
-            + "unmeteredAbove: \(unmeteredAbove.map(String.init) ?? "nil"))"
+            + "unmeteredAbove: \(unmeteredAbove.map(String.init) ?? "nil"), "
+            + "backgroundStartupCheck: \(backgroundStartupCheck))"
     }
 }
 
@@ -121,6 +125,7 @@ struct ModelHistory: Sendable, CustomStringConvertible {
         setup.onDemand = chance(25)
         setup.unmeteredAbove = pick([nil, nil, 1000])
         setup.concurrency = pick([1, 1, 2, 3])
+        setup.backgroundStartupCheck = chance(50)
 
         var content = 0
         var steps: [ModelStep] = []

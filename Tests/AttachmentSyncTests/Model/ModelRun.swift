@@ -167,10 +167,12 @@ final class ModelRun {
         configuration.networkConditions = network
         if let above = history.setup.unmeteredAbove { configuration.networkPolicy = .unmetered(above: above) }
         configuration.files = disk
+        configuration.startupFileCheck = history.setup.backgroundStartupCheck ? .inBackground : .beforeReady
         queue = AttachmentQueue(
             db: db, remoteStorage: ModelRemote(store: store, disk: disk), configuration: configuration,
             localStorage: FileManagerStorageAdapter(files: disk))
         try await queue.waitForInit()
+        // With the check in the background, sync starts while it runs.
         if syncing { try await queue.startSync() }
     }
 
@@ -182,6 +184,8 @@ final class ModelRun {
         crashArmed = false
         try await open()
         try await settleUncertainty()
+        // The invariants after a restart (no orphans, missing files noticed) hold once the check is done.
+        try await queue.waitForStartupCheck()
         await checkInvariants(afterRestart: true)
     }
 
