@@ -19,7 +19,8 @@ enum ConcurrentUploadsScenario {
 
     /// Runs P1.
     @Sendable static func run(_ size: RunSize) async throws -> ScenarioReport {
-        let count = size == .full ? 500 : 100
+        // 64: eight rounds of eight with `--quick`.
+        let count = size == .full ? 500 : 64
         let files = (0..<count).map { content(index: $0, size: 1024) }
         let parallel = try await uploadAll(files, concurrency: concurrency)
         let sequential = try await uploadAll(files, concurrency: 1)

