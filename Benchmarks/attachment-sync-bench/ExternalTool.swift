@@ -5,6 +5,10 @@ struct ExternalTool: Sendable {
     /// The executable.
     let url: URL
 
+    /// The longest one run of a tool may take before it is killed and the scenario fails (the slowest, the
+    /// AWS CLI's 2,000 uploads, takes about 15 s here).
+    static let timeLimit = Duration.seconds(300)
+
     /// Finds `name` on the `PATH`, or throws a ``BenchmarkFailure`` that says how to install it. The benchmark
     /// installs nothing itself.
     static func locate(_ name: String, install: String) throws -> ExternalTool {
@@ -67,11 +71,27 @@ struct ExternalTool: Sendable {
             exited.yield(process.terminationStatus)
             exited.finish()
         }
+        let limit = Self.timeLimit
         let (status, elapsed) = try await measure { () async throws -> Int32 in
             try process.run()
-            var status: Int32 = -1
-            for await code in exits { status = code }
-            return status
+            // A tool that hangs (a connection the server never answers) fails the run instead of stalling it.
+            return try await withThrowingTaskGroup(of: Int32?.self) { group in
+                group.addTask {
+                    var status: Int32 = -1
+                    for await code in exits { status = code }
+                    return status
+                }
+                group.addTask {
+                    try await ContinuousClock().sleep(for: limit)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let status = try await group.next() ?? nil else {
+                    if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+                    throw BenchmarkFailure("\(url.lastPathComponent) (\(label)) did not finish within \(limit)")
+                }
+                return status
+            }
         }
         guard status == 0 else {
             let errors = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""

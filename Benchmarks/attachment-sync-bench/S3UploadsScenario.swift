@@ -122,11 +122,13 @@ enum S3UploadsScenario {
             : [.queue, .rclone(transfers: concurrency), .s5cmd(workers: concurrency)]
         try await warmUp(context)
         var times: [Side: [Duration]] = [:]
+        var cpus: [Side: [Duration]] = [:]
         for round in 0..<rounds {
             let order = Array(sides[(round % sides.count)...] + sides[..<(round % sides.count)])
             for side in order {
-                let elapsed = try await upload(side, round: round, context)
+                let (elapsed, cpu) = try await upload(side, round: round, context)
                 times[side, default: []].append(elapsed)
+                cpus[side, default: []].append(cpu)
             }
         }
         let withSaves = try await queueWithSaves(context)
@@ -160,6 +162,8 @@ enum S3UploadsScenario {
             verdict: queue.seconds <= targetRatio * matched.seconds ? .pass : .miss,
             details: [
                 "per file: " + sides.map { "\(name($0)) \(perFile(med($0)))" }.joined(separator: ", "),
+                "client CPU per file: "
+                    + sides.map { "\(name($0)) \(perFile(median(cpus[$0] ?? [])))" }.joined(separator: ", "),
                 "rounds: "
                     + sides.map { side in
                         "\(name(side)) " + (times[side] ?? []).map(formatDuration).joined(separator: ", ")
@@ -196,14 +200,21 @@ enum S3UploadsScenario {
 
     /// Uploads every file with `side` to a fresh prefix, checks the result, empties the prefix, and returns
     /// the timed part.
-    private static func upload(_ side: Side, round: Int, _ context: Context) async throws -> Duration {
+    /// Uploads every file with `side` under a fresh prefix, checks the objects and deletes them; returns the
+    /// time and the client CPU of the timed part (the queue's process for the queue, the tool's otherwise).
+    private static func upload(_ side: Side, round: Int, _ context: Context) async throws -> (
+        elapsed: Duration, cpu: Duration
+    ) {
         let prefix = "p6-\(round)-\(side.label)-\(UUID().uuidString.lowercased().prefix(8))/"
         let elapsed: Duration
         var expected: [String: String] = [:]
+        let childrenBefore = CPUTime.usedByChildren()
+        var cpu: Duration?
         switch side {
         case .queue:
             let result = try await queueUpload(context, prefix: prefix, syncWhileSaving: false)
             elapsed = result.total
+            cpu = result.cpu
             expected = result.names
         case .rclone(let transfers):
             elapsed = try await rcloneUpload(context, prefix: prefix, transfers: transfers, round: round)
@@ -218,9 +229,10 @@ enum S3UploadsScenario {
                 environment: s5cmdEnvironment(context.server), in: context.folder, label: "\(side.label)-\(round)")
             for name in context.names { expected[name] = name }
         }
+        let toolCPU = CPUTime.usedByChildren() - childrenBefore
         try await verifyObjects(context, prefix: prefix, expected: expected, side: side)
         try await context.bucket.delete(keys: expected.keys.map { prefix + $0 })
-        return elapsed
+        return (elapsed, cpu ?? toolCPU)
     }
 
     /// The queue once with the saves timed: sync on from the start, until every record is synced.
@@ -238,7 +250,7 @@ enum S3UploadsScenario {
     /// the time, the saves' time, and the source file of each remote filename.
     private static func queueUpload(
         _ context: Context, prefix: String, syncWhileSaving: Bool
-    ) async throws -> (total: Duration, saves: Duration, names: [String: String]) {
+    ) async throws -> (total: Duration, saves: Duration, cpu: Duration, names: [String: String]) {
         try await withWorkFolder("p6-queue") { folder in
             let storage = try context.server.storage(
                 bucket: context.bucket.name, keyPrefix: prefix, stateDirectory: try folder.makeFolder("state"))
@@ -258,7 +270,7 @@ enum S3UploadsScenario {
 
     private static func queueUpload(
         _ context: Context, device: Device, syncWhileSaving: Bool
-    ) async throws -> (total: Duration, saves: Duration, names: [String: String]) {
+    ) async throws -> (total: Duration, saves: Duration, cpu: Duration, names: [String: String]) {
         func saveAll() async throws -> [String: String] {
             var names: [String: String] = [:]
             for name in context.names {
@@ -273,6 +285,8 @@ enum S3UploadsScenario {
         let names: [String: String]
         let total: Duration
         let saves: Duration
+        let cpuBefore = CPUTime.used()
+        var cpu = Duration.zero
         if syncWhileSaving {
             try await device.queue.startSync()
             var savesTime = Duration.zero
@@ -285,7 +299,9 @@ enum S3UploadsScenario {
             saves = savesTime
         } else {
             (names, saves) = try await measure(saveAll)
+            let syncBefore = CPUTime.used()
             (_, total) = try await measure { try await device.queue.syncNow() }
+            cpu = CPUTime.used() - syncBefore
         }
         let good = try await device.db.get(
             sql: "SELECT count(*) AS n FROM attachments WHERE state = ? AND has_synced = 1 AND size = ?",
@@ -298,7 +314,7 @@ enum S3UploadsScenario {
             throw BenchmarkFailure(
                 "the queue has \(good) of \(count) records synced with the right size (\(all) records in all)")
         }
-        return (total, saves, names)
+        return (total, saves, syncWhileSaving ? CPUTime.used() - cpuBefore : cpu, names)
     }
 
     /// `rclone copy` of the source folder to the prefix, with a config file (an S3 remote of provider Ceph,
