@@ -59,6 +59,50 @@ extension FileSystemRemoteStorage: ListableRemoteStorage {
         try files.removeFile(atPath: hashPath(forFileAt: target))
     }
 
+    /// The adapter's files in the folder that no file needs: temporary files (`.attachment-sync-tmp-…`,
+    /// left by an upload that was interrupted, or still being written) and stored hashes
+    /// (`.attachment-sync-sha256-<name>`) whose file `<name>` is not there (deleted by other means, or an
+    /// upload between writing the hash and linking the file), each with its size and last change.
+    public func listLeftovers() async throws -> [RemoteFile] {
+        guard files.infoFollowingLinks(atPath: directory.path)?.kind == .directory else { return [] }
+        var leftovers: [RemoteFile] = []
+        for name in try files.contentsOfDirectory(atPath: directory.path) where isLeftover(name) {
+            guard let info = files.info(atPath: directory.appendingPathComponent(name).path), info.kind == .regular
+            else { continue }
+            leftovers.append(
+                RemoteFile(
+                    storedName: name, filename: nil, size: info.size,
+                    lastModified: Date(timeIntervalSince1970: info.modificationTime)))
+        }
+        return leftovers.sorted { $0.storedName.utf8.lexicographicallyPrecedes($1.storedName.utf8) }
+    }
+
+    /// Deletes a temporary file, or a stored hash whose file is still not there; succeeds when it is gone.
+    ///
+    /// - Throws: ``AttachmentError/Code-swift.struct/invalidName`` for a name that is not one of the
+    ///   adapter's files in the folder.
+    public func deleteLeftover(_ file: RemoteFile) async throws {
+        let name = file.storedName
+        guard !name.contains("/"), name.hasPrefix(FileName.temporaryPrefix) else {
+            throw AttachmentError(
+                code: .invalidName,
+                message: "\(String(reflecting: name)) is not a temporary file or stored hash of the remote folder",
+                name: name)
+        }
+        // A hash whose file came back (uploaded again meanwhile) is that file's: kept.
+        guard isLeftover(name) else { return }
+        try files.removeFile(atPath: directory.appendingPathComponent(name).path)
+    }
+
+    /// Whether `name` is one of the adapter's files that no file needs: a temporary file, or a stored hash
+    /// without its file.
+    private func isLeftover(_ name: String) -> Bool {
+        guard !name.contains("/"), name.hasPrefix(FileName.temporaryPrefix) else { return false }
+        guard name.hasPrefix(Self.hashPrefix) else { return true }
+        let target = String(name.dropFirst(Self.hashPrefix.count))
+        return target.isEmpty || files.info(atPath: directory.appendingPathComponent(target).path) == nil
+    }
+
     /// The file's size and the SHA-256 stored beside it; `nil` when the folder has no such file.
     public func fileInfo(attachment: Attachment) async throws -> RemoteObjectInfo? {
         let path = try fileURL(for: attachment).path

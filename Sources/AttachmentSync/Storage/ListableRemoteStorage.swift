@@ -8,7 +8,8 @@ import Foundation
 /// database refers to. ``FileSystemRemoteStorage`` conforms, and in `AttachmentSyncS3` the S3 adapter
 /// (`ListObjectsV2`, `HEAD`) and the HTTP adapter (WebDAV `PROPFIND`, `HEAD`) do.
 ///
-/// Files an adapter keeps for itself (the stored SHA-256 beside a file, say) are never listed.
+/// Files an adapter keeps for itself (the stored SHA-256 beside a file, say) are never listed as files;
+/// those no file needs any more are ``listLeftovers()``.
 ///
 /// ```swift
 /// var after: String? = nil
@@ -38,6 +39,35 @@ public protocol ListableRemoteStorage: RemoteStorageAdapter {
     /// What the remote holds as the attachment's file, without downloading it: its size and the SHA-256
     /// stored with it at upload (when there is one); `nil` when there is no such file.
     func fileInfo(attachment: Attachment) async throws -> RemoteObjectInfo?
+
+    /// The adapter's own files that no file needs any more, as `attachment-sync gc` collects them: the
+    /// temporary file of an upload that was interrupted, a stored SHA-256 whose file is gone. Each with its
+    /// size and age (an upload in progress has such files too: only old ones are collected).
+    ///
+    /// The default lists none, for adapters that keep no files of their own beside the remote files.
+    /// ``FileSystemRemoteStorage`` lists its interrupted uploads' temporary files and its stored hashes
+    /// whose file is gone.
+    func listLeftovers() async throws -> [RemoteFile]
+
+    /// Deletes a file ``listLeftovers()`` listed, if it is still a leftover (a stored SHA-256 whose file has
+    /// come back is kept); succeeds when it is gone already.
+    ///
+    /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/invalidName`` for a name
+    ///   that is not one of the adapter's own files.
+    func deleteLeftover(_ file: RemoteFile) async throws
+}
+
+extension ListableRemoteStorage {
+    /// None: the adapter keeps no files of its own.
+    public func listLeftovers() async throws -> [RemoteFile] { [] }
+
+    /// Refuses every name: the adapter lists no leftovers.
+    public func deleteLeftover(_ file: RemoteFile) async throws {
+        throw AttachmentError(
+            code: .invalidName,
+            message: "\(String(reflecting: file.storedName)) is not a leftover of \(type(of: self))",
+            name: file.storedName)
+    }
 }
 
 /// A file remote storage holds, as a listing reports it.

@@ -8,7 +8,8 @@ import Foundation
 /// included) has its filename. An unreferenced file is only a *candidate* for deletion when it was last
 /// written longer ago than the grace period: a file another device uploaded a moment ago, whose row has
 /// not reached these databases yet, is younger than that and kept. A file whose age the remote does not
-/// say is kept too. ``apply(to:)`` deletes the candidates.
+/// say is kept too. ``apply(to:)`` deletes the candidates, and the adapter's own leftovers (the temporary
+/// file of an interrupted upload, a stored hash whose file is gone) older than the grace period.
 ///
 /// The caveat, honestly: each device's attachments table holds the attachments that device knows about.
 /// Give the databases of every device that may still need a file (or one that sees every row), and a
@@ -30,6 +31,10 @@ public struct RemoteGarbageCollection: Sendable {
     public var candidates: [RemoteFile]
     /// Unreferenced files kept because they are younger than the grace period (or of unknown age).
     public var recent: [RemoteFile]
+    /// The adapter's own files no file needs any more (see ``ListableRemoteStorage/listLeftovers()``),
+    /// older than the grace period: ``apply(to:)`` deletes them too. Younger ones (an upload in progress,
+    /// perhaps) are not planned.
+    public var leftovers: [RemoteFile] = []
     /// The grace period the plan used.
     public var grace: Duration
     /// The time the plan measured ages from.
@@ -37,6 +42,8 @@ public struct RemoteGarbageCollection: Sendable {
 
     /// The bytes the candidates take.
     public var candidateBytes: Int64 { candidates.reduce(0) { $0 &+ $1.size } }
+    /// The bytes the leftovers take.
+    public var leftoverBytes: Int64 { leftovers.reduce(0) { $0 &+ $1.size } }
 
     /// Finds the remote files that no record of `databases` refers to and that are older than `grace`.
     ///
@@ -80,19 +87,24 @@ public struct RemoteGarbageCollection: Sendable {
         let graceSeconds = Double(grace.components.seconds) + Double(grace.components.attoseconds) / 1e18
         var plan = RemoteGarbageCollection(
             listedFiles: listed.count, referencedFiles: 0, candidates: [], recent: [], grace: grace, now: now)
+        func isOld(_ file: RemoteFile) -> Bool {
+            file.lastModified.map { now.timeIntervalSince($0) > graceSeconds } ?? false
+        }
         for file in listed {
             if referenced.contains(Array(file.storedName.utf8)) {
                 plan.referencedFiles += 1
-            } else if let modified = file.lastModified, now.timeIntervalSince(modified) > graceSeconds {
+            } else if isOld(file) {
                 plan.candidates.append(file)
             } else {
                 plan.recent.append(file)
             }
         }
+        plan.leftovers = try await remote.listLeftovers().filter(isOld)
         return plan
     }
 
-    /// Deletes the candidates, one after another, and returns how many were deleted.
+    /// Deletes the candidates, then the leftovers, one after another, and returns how many files were
+    /// deleted.
     ///
     /// - Parameter remote: The remote the plan listed.
     /// - Throws: The first error the remote throws; the files before it are deleted, the rest are not.
@@ -101,6 +113,10 @@ public struct RemoteGarbageCollection: Sendable {
         var deleted = 0
         for file in candidates {
             try await remote.deleteListedFile(file)
+            deleted += 1
+        }
+        for file in leftovers {
+            try await remote.deleteLeftover(file)
             deleted += 1
         }
         return deleted

@@ -13,7 +13,7 @@ struct GCCommand: AsyncParsableCommand {
             --db. A remote file that no record of any of them names (in any state, archived ones included) is \
             unreferenced; it is deleted only when it was last written longer ago than the grace period (a \
             file whose age the remote does not say is kept). Without --apply nothing is deleted: the files \
-            that would be are printed with their bytes.
+            that would be are printed with their bytes. Files the remote adapter kept for itself that no             file needs any more (a folder remote's temporary files of interrupted uploads, stored hashes of             deleted files) are collected the same way, once older than the grace period.
 
             The caveat: each device's attachments table knows the attachments that device has seen. A file \
             uploaded by a device whose rows have not reached these databases yet looks unreferenced. Give the \
@@ -79,6 +79,10 @@ struct GCCommand: AsyncParsableCommand {
                     try await remote.storage.deleteListedFile(file)
                     deleted += 1
                 }
+                for file in plan.leftovers {
+                    try await remote.storage.deleteLeftover(file)
+                    deleted += 1
+                }
             }
         } catch {
             for db in opened { try? await db.close() }
@@ -137,7 +141,20 @@ struct GCCommand: AsyncParsableCommand {
             }
             if plan.recent.count > 20 { lines.append("  … and \(plan.recent.count - 20) more") }
         }
-        if !applied, !plan.candidates.isEmpty { lines.append("nothing was deleted: run again with --apply to delete") }
+        if !plan.leftovers.isEmpty {
+            let count = "\(plan.leftovers.count) file\(plan.leftovers.count == 1 ? "" : "s")"
+            let bytes = DemoReport.bytes(Int(clamping: plan.leftoverBytes))
+            lines.append(
+                (applied ? "deleted \(count)" : "would delete \(count)") + " (\(bytes)) the remote kept for itself "
+                    + "and no file needs (interrupted uploads, hashes of deleted files), older than \(grace):")
+            for file in plan.leftovers.prefix(20) {
+                lines.append("  \(file.storedName)  \(Self.describe(file, now: plan.now))")
+            }
+            if plan.leftovers.count > 20 { lines.append("  … and \(plan.leftovers.count - 20) more") }
+        }
+        if !applied, !plan.candidates.isEmpty || !plan.leftovers.isEmpty {
+            lines.append("nothing was deleted: run again with --apply to delete")
+        }
         return lines.joined(separator: "\n")
     }
 
@@ -177,6 +194,9 @@ struct GCJSON: Encodable {
     /// Deleted with --apply, else what would be.
     var candidates: [File]
     var recent: [File]
+    /// The remote's own files no file needs, older than the grace period: deleted with --apply too.
+    var leftovers: [File]
+    var leftoverBytes: Int64
 
     init(_ plan: RemoteGarbageCollection, remote: String, applied: Bool) {
         self.remote = remote
@@ -193,6 +213,8 @@ struct GCJSON: Encodable {
         }
         candidates = plan.candidates.map(file)
         recent = plan.recent.map(file)
+        leftovers = plan.leftovers.map(file)
+        leftoverBytes = plan.leftoverBytes
     }
 
     func encoded() throws -> String {

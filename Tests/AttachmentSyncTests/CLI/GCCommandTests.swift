@@ -29,6 +29,12 @@ struct GCCommandTests {
             [.modificationDate: Date().addingTimeInterval(-10 * 86_400)],
             ofItemAtPath: try remote.fileURL(for: leftBehind).path)
         try Data(testBytes(100)).write(to: URL(fileURLWithPath: remotePath).appendingPathComponent("fresh.jpg"))
+        // An upload that crashed before its copy was linked, ten days ago.
+        let interrupted = URL(fileURLWithPath: remotePath).appendingPathComponent(
+            ".attachment-sync-tmp-5eed5eed-0E984725-C51C-4BF4-9960-E1C80E27ABA0")
+        try Data(testBytes(2_048)).write(to: interrupted)
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date().addingTimeInterval(-10 * 86_400)], ofItemAtPath: interrupted.path)
         let tool = try CommandLineTool.locate()
         let phoneDB = phone.folder.path("app.sqlite")
         let tabletDB = tablet.folder.path("app.sqlite")
@@ -40,6 +46,8 @@ struct GCCommandTests {
         #expect(dryRun.standardOutput.contains("would delete 1 file (4.0 KiB)"))
         #expect(dryRun.standardOutput.contains("^old%20^photo.^j^p^g"))
         #expect(dryRun.standardOutput.contains("fresh.jpg  100 B, written"))
+        #expect(dryRun.standardOutput.contains("would delete 1 file (2.0 KiB) the remote kept for itself"))
+        #expect(dryRun.standardOutput.contains(interrupted.lastPathComponent))
         #expect(dryRun.standardOutput.contains("run again with --apply"))
         #expect(try Self.names(remotePath).filter { !$0.hasPrefix(".") }.count == 4, "a dry run deletes nothing")
 
@@ -54,11 +62,15 @@ struct GCCommandTests {
         #expect(candidates.compactMap { $0["filename"] as? String } == ["Old Photo.JPG"])
         let recent = try #require(document["recent"] as? [[String: Any]])
         #expect(recent.compactMap { $0["name"] as? String }.sorted() == ["fresh.jpg", "tablet.jpg"])
+        let leftovers = try #require(document["leftovers"] as? [[String: Any]])
+        #expect(leftovers.compactMap { $0["name"] as? String } == [interrupted.lastPathComponent])
+        #expect(document["leftoverBytes"] as? Int == 2_048)
 
         let applied = try await tool.run(["gc", "--remote", remotePath, "--db", phoneDB, "--db", tabletDB, "--apply"])
         #expect(applied.status == 0, "stderr: \(applied.standardError)")
         #expect(applied.standardOutput.contains("deleted 1 file (4.0 KiB)"))
         let left = try Self.names(remotePath)
+        #expect(!left.contains(interrupted.lastPathComponent), "the interrupted upload's copy was collected")
         #expect(left.filter { !$0.hasPrefix(".") } == ["fresh.jpg", "phone.jpg", "tablet.jpg"])
         #expect(!left.contains(".attachment-sync-sha256-^old%20^photo.^j^p^g"), "its stored hash went with it")
         #expect(left.contains(".attachment-sync-sha256-phone.jpg"))

@@ -42,6 +42,59 @@ struct RemoteGarbageCollectionTests {
         await device.queue.close()
     }
 
+    @Test("a folder remote's interrupted uploads and hashes of deleted files are collected once old; nothing else")
+    func folderLeftovers() async throws {
+        let remoteFolder = try TemporaryDirectory()
+        let folder = remoteFolder.path("remote")
+        let remote = FileSystemRemoteStorage(directory: folder)
+        let device = try QueueHarness(remote: remote)
+        _ = try await device.queue.saveFile(data: testBytes(100), mediaType: nil, fileExtension: "bin", id: "kept")
+        try await device.queue.syncNow()
+        // What crashes and other tools leave: an upload's copy never linked, a hash whose file was deleted by
+        // hand; and what an upload in progress has, just written.
+        let written = Date(timeIntervalSince1970: 1_800_000_000)
+        let names = [
+            "interrupted": ".attachment-sync-tmp-0a1b2c3d-6F9619FF-8B86-D011-B42D-00C04FC964FF",
+            "orphanHash": ".attachment-sync-sha256-gone.bin",
+            "inProgress": ".attachment-sync-tmp-0a1b2c3d-0B3F7C1E-2D4A-4E5B-9C6D-7E8F9A0B1C2D",
+        ]
+        for (key, name) in names {
+            let path = (folder as NSString).appendingPathComponent(name)
+            try testBytes(key == "interrupted" ? 4_000 : 64).write(to: URL(fileURLWithPath: path))
+            // The upload in progress wrote its copy a moment before the plan's "now".
+            let modified = key == "inProgress" ? written.addingTimeInterval(86_391) : written
+            try FileManager.default.setAttributes([.modificationDate: modified], ofItemAtPath: path)
+        }
+        let liveHash = ".attachment-sync-sha256-kept.bin"
+        try FileManager.default.setAttributes(
+            [.modificationDate: written], ofItemAtPath: (folder as NSString).appendingPathComponent(liveHash))
+
+        let plan = try await RemoteGarbageCollection.plan(
+            remote: remote, databases: [device.db], grace: .seconds(86_400), now: written.addingTimeInterval(86_401))
+        #expect(plan.candidates.isEmpty, "the attachment's file is referenced")
+        #expect(plan.leftovers.map(\.storedName) == [names["orphanHash"]!, names["interrupted"]!])
+        #expect(plan.leftoverBytes == 4_064)
+        #expect(try await plan.apply(to: remote) == 2)
+
+        let left = Set(try FileManager.default.contentsOfDirectory(atPath: folder))
+        #expect(left == ["kept.bin", liveHash, names["inProgress"]!])
+        let info = try await remote.fileInfo(attachment: Attachment(id: "kept", filename: "kept.bin", state: .synced))
+        #expect(info?.sha256 == FileStreaming.sha256(testBytes(100)), "the live file keeps its stored hash")
+
+        // A hash whose file came back meanwhile is that file's; a name that is not the adapter's is refused.
+        try await remote.deleteLeftover(
+            RemoteFile(storedName: liveHash, filename: nil, size: 64, lastModified: written))
+        #expect(FileManager.default.fileExists(atPath: (folder as NSString).appendingPathComponent(liveHash)))
+        let refused = await #expect(throws: AttachmentError.self) {
+            try await remote.deleteLeftover(
+                RemoteFile(storedName: "kept.bin", filename: "kept.bin", size: 100, lastModified: written))
+        }
+        #expect(refused?.code == .invalidName)
+        #expect(device.bytesOnDisk("kept.bin") != nil)
+        #expect(FileManager.default.fileExists(atPath: (folder as NSString).appendingPathComponent("kept.bin")))
+        await device.queue.close()
+    }
+
     @Test("no database, or a negative grace period, is a typed error and nothing is listed or deleted")
     func refusesToGuess() async throws {
         let remoteFolder = try TemporaryDirectory()
