@@ -99,6 +99,44 @@ struct BackgroundStartupCheckTests {
         #expect(try device.filesOnDisk() == ["s1.jpg", "\(saved.id).jpg"], "the leftovers were removed")
     }
 
+    @Test("the staging name a committed save left goes, even while that attachment uploads")
+    func committedSavesStagingNameGoes() async throws {
+        let folder = try TemporaryDirectory()
+        let remote = InMemoryRemoteStorage()
+        let first = try QueueHarness(folder: folder, remote: remote)
+        let saved = try await first.queue.saveFile(data: testBytes(50), mediaType: nil, fileExtension: "jpg")
+        await first.close()
+        // The process stopped after the commit, before the staging name was removed.
+        let attachments = folder.path("attachments")
+        let name = "\(saved.id).jpg"
+        let staging = ".attachment-sync-save-\(name)"
+        try FileManager.default.linkItem(
+            atPath: (attachments as NSString).appendingPathComponent(name),
+            toPath: (attachments as NSString).appendingPathComponent(staging))
+
+        let disk = GatedListingDisk(folder: attachments)
+        let device = try QueueHarness(
+            folder: folder, remote: remote, localStorage: FileManagerStorageAdapter(files: disk)
+        ) {
+            $0.files = disk
+            $0.startupFileCheck = .inBackground
+        }
+        await remote.hold()
+        try await device.queue.startSync()
+        // The upload is in flight (its id touched) before the check lists the folder.
+        await remote.waitForInFlight(count: 1)
+        _ = try await withDeadline("the background check to list the folder") {
+            await disk.reached.stream.first { _ in true }
+        }
+        disk.gate.signal()
+        try await device.queue.waitForStartupCheck()
+        #expect(!(try device.filesOnDisk().contains(staging)), "the committed save's staging name is gone")
+        #expect(device.bytesOnDisk(name) == testBytes(50))
+        await remote.release()
+        try await device.waitForState(saved.id, .synced)
+        #expect(await remote.file(named: name) == testBytes(50))
+    }
+
     @Test("close() during the check stops it; the next startup checks again")
     func closeStopsTheCheck() async throws {
         let folder = try await preparedFolder()

@@ -234,7 +234,7 @@ extension AttachmentQueue {
     /// `unchanged` holds the folder's current listing and every record, when known (else they are read here).
     ///
     /// `inBackground`, the queue is running, and a file is removed only if nothing the queue did since the
-    /// check began can have made it (see ``mayRemoveDuringBackgroundCheck(_:)``): the decision and the
+    /// check began can have made it (see ``mayRemoveDuringBackgroundCheck(_:ofCommittedSave:)``): the decision and the
     /// removal happen on the actor with no suspension between them, and no record refers to it just before.
     private func removeLeftoverFiles(
         _ unchanged: (listing: [String]?, records: [AttachmentRecord]?), inBackground: Bool
@@ -261,9 +261,22 @@ extension AttachmentQueue {
         // Just before removing: which of the files about to go a record refers to now (another writer of
         // the table, say). The queue's own saves and downloads are covered by the check's touched ids.
         var referencedNow: Set<String> = []
+        let savingPrefix = FileName.savingName(for: "")
         if inBackground {
-            let doomed = Set(plan.twins.map(\.name) + plan.candidates)
+            // The staging names' own files too: a staging name whose file a record claims is what a
+            // committed save left behind.
+            let stagedFiles = plan.candidates.filter { $0.hasPrefix(savingPrefix) }.map {
+                String($0.dropFirst(savingPrefix.count))
+            }
+            let doomed = Set(plan.twins.map(\.name) + plan.candidates + stagedFiles)
             referencedNow = try await db.readTransaction { tx in try store.referenced(localPaths: doomed, in: tx) }
+        }
+        /// A staging name left by a save that committed (its file is a record's): only a save of that id
+        /// starting again could need the name.
+        func ofCommittedSave(_ name: String) -> Bool {
+            guard name.hasPrefix(savingPrefix) else { return false }
+            let file = String(name.dropFirst(savingPrefix.count))
+            return plan.referenced.contains(file) || referencedNow.contains(file)
         }
         var removedTwins: Set<String> = []
         var candidates = plan.candidates
@@ -279,7 +292,7 @@ extension AttachmentQueue {
                     continue
                 }
             }
-            guard try await removeLeftover(name, inBackground: inBackground) else { continue }
+            guard try await removeLeftover(name, inBackground: inBackground, ofCommittedSave: false) else { continue }
             removedTwins.insert(name)
             logger.info("removed the file of a save that did not complete", metadata: ["file": "\(name)"])
         }
@@ -290,7 +303,8 @@ extension AttachmentQueue {
                 foreign.append(name)
                 continue
             }
-            guard try await removeLeftover(name, inBackground: inBackground) else { continue }
+            guard try await removeLeftover(name, inBackground: inBackground, ofCommittedSave: ofCommittedSave(name))
+            else { continue }
             logger.info("removed a leftover file", metadata: ["file": "\(name)"])
         }
         if !foreign.isEmpty {
@@ -300,14 +314,15 @@ extension AttachmentQueue {
         }
     }
 
-    /// Removes the leftover `name`; `inBackground`, only if ``mayRemoveDuringBackgroundCheck(_:)`` allows it,
-    /// checked and removed without a suspension in between. Returns whether it was removed.
-    private func removeLeftover(_ name: String, inBackground: Bool) async throws -> Bool {
+    /// Removes the leftover `name`; `inBackground`, only if
+    /// ``mayRemoveDuringBackgroundCheck(_:ofCommittedSave:)`` allows it, checked and removed without a
+    /// suspension in between. Returns whether it was removed.
+    private func removeLeftover(_ name: String, inBackground: Bool, ofCommittedSave: Bool) async throws -> Bool {
         guard inBackground else {
             try await localStorage.deleteFile(filePath: localPath(name))
             return true
         }
-        guard mayRemoveDuringBackgroundCheck(name) else { return false }
+        guard mayRemoveDuringBackgroundCheck(name, ofCommittedSave: ofCommittedSave) else { return false }
         try files.removeFile(atPath: localPath(name))
         return true
     }
@@ -315,13 +330,15 @@ extension AttachmentQueue {
     /// Whether startup's background check may remove the file `name` it found to be a leftover: not a
     /// temporary file of this process (in use, perhaps), and not a file of an attachment saved, downloaded
     /// or transferred since the check began (such a file may be newer than the check's read of the records).
-    /// A name is matched to attachments by the part of it made from the id, so the test errs on the side of
-    /// keeping.
-    func mayRemoveDuringBackgroundCheck(_ name: String) -> Bool {
+    /// The staging name a committed save left (`ofCommittedSave`, a second name of a record's file) is kept
+    /// only while a save of that id runs: the attachment's transfers never use it. A name is matched to
+    /// attachments by the part of it made from the id, so the test errs on the side of keeping.
+    func mayRemoveDuringBackgroundCheck(_ name: String, ofCommittedSave: Bool) -> Bool {
         guard let touched = machine.touchedDuringCheck else { return true }
         if name.hasPrefix(FileName.temporaryPrefixOfThisProcess) { return false }
         let stem = FileName.idStem(of: FileName.attachmentName(in: name))
-        return !touched.contains { FileName.safeName($0, keepingDots: false)[...] == stem }
+        let busy = ofCommittedSave ? machine.reserved : touched
+        return !busy.contains { FileName.safeName($0, keepingDots: false)[...] == stem }
     }
 
     /// What the clean-up would remove among the folder's `names`, given every record (`entries`): the files of
@@ -330,7 +347,10 @@ extension AttachmentQueue {
     /// library's (`foreign`). Pure work over every name and record, done off the actor.
     private nonisolated static func leftovers(
         among names: [String], entries: [AttachmentRecord], subdirectories: Set<String>
-    ) -> (twins: [(staging: String, name: String)], candidates: [String], foreign: [String], unclaimed: Set<String>) {
+    ) -> (
+        twins: [(staging: String, name: String)], candidates: [String], foreign: [String], unclaimed: Set<String>,
+        referenced: Set<String>
+    ) {
         let referenced = Set(entries.compactMap(\.localPath))
         let withoutContent = entries.filter { $0.localPath == nil }
         // Partial downloads of attachments still without content are kept, to resume.
@@ -360,7 +380,7 @@ extension AttachmentQueue {
                 foreign.append(name)
             }
         }
-        return (twins, candidates, foreign, unclaimed)
+        return (twins, candidates, foreign, unclaimed, referenced)
     }
 
     /// Whether a file no record refers to is the library's to remove: a temporary file, the file of an
