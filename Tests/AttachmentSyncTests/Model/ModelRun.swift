@@ -532,6 +532,14 @@ final class ModelRun {
                 allowed.insert(fold(partial))
                 allowed.insert(fold(FileName.resumeValidatorName(for: partial)))
             }
+            // With the check in the background and sync on, a download placed but not committed before the
+            // crash may be downloading again while the check runs: its file is left to that download, which
+            // replaces it (or to the next startup, should it fail).
+            if history.setup.backgroundStartupCheck, record.state == .queuedDownload,
+                let name = try? record.localName()
+            {
+                allowed.insert(fold(name))
+            }
         }
         let names = (try? FileManager.default.contentsOfDirectory(atPath: attachments)) ?? []
         for name in names where !allowed.contains(fold(name)) {
