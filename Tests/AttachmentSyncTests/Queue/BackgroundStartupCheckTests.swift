@@ -5,40 +5,6 @@ import Testing
 
 @testable import AttachmentSync
 
-/// File operations that hold every listing of one folder until the test opens the gate.
-final class GatedListingDisk: FileOperations, Sendable {
-    let base = SystemFileOperations()
-    let folder: String
-    let gate = DispatchSemaphore(value: 0)
-    /// Yields when a listing of the folder has begun.
-    let reached = AsyncStream.makeStream(of: Void.self)
-
-    init(folder: String) { self.folder = folder }
-
-    func info(atPath path: String) -> FileInfo? { base.info(atPath: path) }
-    func infoFollowingLinks(atPath path: String) -> FileInfo? { base.infoFollowingLinks(atPath: path) }
-    func contentsOfDirectory(atPath path: String) throws -> [String] {
-        if path == folder {
-            reached.continuation.yield()
-            // Bounded: a test that never opens the gate fails instead of hanging.
-            if gate.wait(timeout: .now() + 20) == .timedOut { throw HarnessError("the listing gate never opened") }
-        }
-        return try base.contentsOfDirectory(atPath: path)
-    }
-    func openForReading(atPath path: String) throws -> FileHandle { try base.openForReading(atPath: path) }
-    func openForWriting(atPath path: String, at offset: Int64?) throws -> any FileWriter {
-        try base.openForWriting(atPath: path, at: offset)
-    }
-    func rename(_ source: String, to target: String) throws { try base.rename(source, to: target) }
-    func link(_ source: String, to target: String) throws { try base.link(source, to: target) }
-    func removeFile(atPath path: String) throws { try base.removeFile(atPath: path) }
-    func removeTree(atPath path: String) throws { try base.removeTree(atPath: path) }
-    func makeDirectory(atPath path: String) throws { try base.makeDirectory(atPath: path) }
-    func synchronizeFile(atPath path: String) throws { try base.synchronizeFile(atPath: path) }
-    func synchronizeDirectory(atPath path: String) throws { try base.synchronizeDirectory(atPath: path) }
-    func synchronizeFiles(atPaths paths: [String]) throws { try base.synchronizeFiles(atPaths: paths) }
-}
-
 @Suite("Startup's check of files in the background", .cleansUp)
 struct BackgroundStartupCheckTests {
     /// A folder whose earlier run left a synced attachment with its file, a synced one whose file is gone
@@ -62,20 +28,34 @@ struct BackgroundStartupCheckTests {
         return folder
     }
 
+    /// A device over `folder` whose startup check (`check`) holds at its listing of the attachments folder.
+    func heldDevice(
+        _ folder: TemporaryDirectory, remote: InMemoryRemoteStorage? = nil, check: StartupFileCheck = .inBackground
+    ) throws -> (QueueHarness, GatedDisk) {
+        let disk = GatedDisk(holding: .firstListing(of: folder.path("attachments")))
+        let device = try QueueHarness(
+            folder: folder, remote: remote, localStorage: FileManagerStorageAdapter(files: disk)
+        ) {
+            $0.files = disk
+            $0.startupFileCheck = check
+        }
+        return (device, disk)
+    }
+
+    /// Returns once the check has read the records and waits to list the folder.
+    func checkReachesListing(_ disk: GatedDisk) async throws {
+        _ = try await withDeadline("the background check to list the folder") {
+            await disk.reached.stream.first { _ in true }
+        }
+    }
+
     @Test("a save in progress while the check lists the folder keeps its file; the check still does its work")
     func saveDuringTheCheckIsKept() async throws {
         // No record to fix: the check's write would wait for the save's transaction, held open below.
         let folder = try await preparedFolder(withMissingFile: false)
-        let disk = GatedListingDisk(folder: folder.path("attachments"))
-        let device = try QueueHarness(folder: folder, localStorage: FileManagerStorageAdapter(files: disk)) {
-            $0.files = disk
-            $0.startupFileCheck = .inBackground
-        }
+        let (device, disk) = try heldDevice(folder)
         try await device.queue.waitForInit()
-        // The check has read the records and waits to list the folder.
-        _ = try await withDeadline("the background check to list the folder") {
-            await disk.reached.stream.first { _ in true }
-        }
+        try await checkReachesListing(disk)
 
         // A save whose file is in place (its staging twin beside it) and whose commit waits in its hook: no
         // record refers to the file yet when the check goes on.
@@ -114,20 +94,12 @@ struct BackgroundStartupCheckTests {
             atPath: (attachments as NSString).appendingPathComponent(name),
             toPath: (attachments as NSString).appendingPathComponent(staging))
 
-        let disk = GatedListingDisk(folder: attachments)
-        let device = try QueueHarness(
-            folder: folder, remote: remote, localStorage: FileManagerStorageAdapter(files: disk)
-        ) {
-            $0.files = disk
-            $0.startupFileCheck = .inBackground
-        }
+        let (device, disk) = try heldDevice(folder, remote: remote)
         await remote.hold()
         try await device.queue.startSync()
         // The upload is in flight (its id touched) before the check lists the folder.
         await remote.waitForInFlight(count: 1)
-        _ = try await withDeadline("the background check to list the folder") {
-            await disk.reached.stream.first { _ in true }
-        }
+        try await checkReachesListing(disk)
         disk.gate.signal()
         try await device.queue.waitForStartupCheck()
         #expect(!(try device.filesOnDisk().contains(staging)), "the committed save's staging name is gone")
@@ -140,15 +112,9 @@ struct BackgroundStartupCheckTests {
     @Test("close() during the check stops it; the next startup checks again")
     func closeStopsTheCheck() async throws {
         let folder = try await preparedFolder()
-        let disk = GatedListingDisk(folder: folder.path("attachments"))
-        let device = try QueueHarness(folder: folder, localStorage: FileManagerStorageAdapter(files: disk)) {
-            $0.files = disk
-            $0.startupFileCheck = .inBackground
-        }
+        let (device, disk) = try heldDevice(folder)
         try await device.queue.waitForInit()
-        _ = try await withDeadline("the background check to list the folder") {
-            await disk.reached.stream.first { _ in true }
-        }
+        try await checkReachesListing(disk)
         let closing = Task { await device.close() }
         disk.gate.signal()
         await closing.value
@@ -162,16 +128,10 @@ struct BackgroundStartupCheckTests {
     @Test("automatic: a table above the threshold is checked in the background, with the same outcome")
     func automaticThreshold() async throws {
         let folder = try await preparedFolder()
-        let disk = GatedListingDisk(folder: folder.path("attachments"))
-        let device = try QueueHarness(folder: folder, localStorage: FileManagerStorageAdapter(files: disk)) {
-            $0.files = disk
-            $0.startupFileCheck = .automatic(backgroundAbove: 1)
-        }
+        let (device, disk) = try heldDevice(folder, check: .automatic(backgroundAbove: 1))
         // Two records, above 1: the queue is ready while the listing is still held.
         try await device.queue.waitForInit()
-        _ = try await withDeadline("the background check to list the folder") {
-            await disk.reached.stream.first { _ in true }
-        }
+        try await checkReachesListing(disk)
         #expect(try await device.state(of: "s2") == .synced, "not checked yet")
         disk.gate.signal()
         try await device.queue.waitForStartupCheck()

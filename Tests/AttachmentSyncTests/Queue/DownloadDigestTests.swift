@@ -107,46 +107,11 @@ struct DownloadDigestTests {
     }
 }
 
-/// A disk whose first flush of several files at once waits until the test opens the gate, and which logs
-/// how many files each such flush covered.
-final class GatedFlushDisk: FileOperations, Sendable {
-    let base = SystemFileOperations()
-    let gate = DispatchSemaphore(value: 0)
-    let groups = LockedValue<[Int]>([])
-    /// Yields once the first flush has begun.
-    let reached = AsyncStream.makeStream(of: Void.self)
-
-    func info(atPath path: String) -> FileInfo? { base.info(atPath: path) }
-    func infoFollowingLinks(atPath path: String) -> FileInfo? { base.infoFollowingLinks(atPath: path) }
-    func contentsOfDirectory(atPath path: String) throws -> [String] { try base.contentsOfDirectory(atPath: path) }
-    func openForReading(atPath path: String) throws -> FileHandle { try base.openForReading(atPath: path) }
-    func openForWriting(atPath path: String, at offset: Int64?) throws -> any FileWriter {
-        try base.openForWriting(atPath: path, at: offset)
-    }
-    func rename(_ source: String, to target: String) throws { try base.rename(source, to: target) }
-    func link(_ source: String, to target: String) throws { try base.link(source, to: target) }
-    func removeFile(atPath path: String) throws { try base.removeFile(atPath: path) }
-    func removeTree(atPath path: String) throws { try base.removeTree(atPath: path) }
-    func makeDirectory(atPath path: String) throws { try base.makeDirectory(atPath: path) }
-    func synchronizeFile(atPath path: String) throws { try base.synchronizeFile(atPath: path) }
-    func synchronizeDirectory(atPath path: String) throws { try base.synchronizeDirectory(atPath: path) }
-    func synchronizeFiles(atPaths paths: [String]) throws {
-        let first = groups.withLock {
-            $0.append(paths.count)
-            return $0.count == 1
-        }
-        if first { reached.continuation.yield() }
-        // Bounded: a test that never opens the gate fails instead of hanging.
-        if first, gate.wait(timeout: .now() + 20) == .timedOut { throw HarnessError("the gate never opened") }
-        try base.synchronizeFiles(atPaths: paths)
-    }
-}
-
 @Suite("Finished downloads commit in groups", .cleansUp)
 struct DownloadGroupCommitTests {
     @Test("downloads finishing while a group commits form the next: one flush for their files, all committed")
     func downloadsCommitInGroups() async throws {
-        let disk = GatedFlushDisk()
+        let disk = GatedDisk(holding: .firstFlushOfFiles)
         let device = try QueueHarness(localStorage: FileManagerStorageAdapter(files: disk)) { $0.files = disk }
         try await device.queue.waitForInit()
         let ids = (0..<5).map { "p\($0)" }
