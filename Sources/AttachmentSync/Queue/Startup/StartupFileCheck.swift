@@ -5,13 +5,15 @@
 /// interrupted save is completed, an upload whose file was lost is given up, a pending delete's file is
 /// removed, so that no transfer ever starts from a record that disagrees with the disk. What this setting
 /// moves is the rest, which grows with the table: one read of every record and one listing of the
-/// attachments directory (about 150 ms at 100,000 records on a fast disk), after which a synced attachment
-/// whose file is missing is queued for download again, an archived one lets go of its file, and leftovers
-/// (temporary files, files of saves that never committed, files no record claims) are removed.
+/// attachments directory (120–250 ms at 100,000 records on the benchmarks' machine), after which a synced
+/// attachment whose file is missing is queued for download again, an archived one lets go of its file, and
+/// leftovers (temporary files, files of saves that never committed, files no record claims) are removed.
 ///
-/// In the background, the queue accepts saves and runs transfers meanwhile; the check never touches a
-/// record or a file that the queue saved, downloaded or transferred after it began (it checks again at the
-/// next startup), and each record it changes is changed only if it is still as read.
+/// In the background, the queue accepts saves and runs transfers meanwhile; the check leaves alone the
+/// records and files of attachments the queue saves, downloads or transfers after it began (it checks them
+/// again at the next startup; only the spare staging name a save that committed before a crash left beside
+/// its file goes, unless a save of that id is running), and each record it changes is changed only if it
+/// is still as read.
 /// ``AttachmentQueue/waitForStartupCheck()`` waits for it to finish.
 ///
 /// Only with local files the queue reaches as plain files (the default ``FileManagerStorageAdapter``); with
