@@ -27,7 +27,8 @@ extension S3RemoteStorage {
         fileURL: URL, size: Int64, key: String, attachment: Attachment, progress: @escaping TransferProgressHandler
     ) async throws {
         let bucket = configuration.bucket
-        let modificationTime = SystemFileOperations().infoFollowingLinks(atPath: fileURL.path)?.modificationTime ?? 0
+        let modificationTime =
+            try SystemFileOperations().infoFollowingLinks(atPath: fileURL.path)?.modificationTime ?? 0
         let partSize = partSize(forFileOfSize: size)
         let partCount = Int((size + partSize - 1) / partSize)
 

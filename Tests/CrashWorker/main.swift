@@ -6,12 +6,16 @@ import Foundation
 // purges some, and syncs with a folder remote, for ever, journaling each intent before it acts and each
 // outcome after. Every run continues where the journal ends.
 //
-// Usage: attachment-sync-crash-worker ROOT SEED
+// Usage: attachment-sync-crash-worker ROOT SEED [sync]
 //   ROOT/app.sqlite, ROOT/attachments, ROOT/remote, ROOT/user (the files handed over), ROOT/journal.
+// With `sync`, it saves nothing: it starts syncing what the table holds (startup tried again until it
+// succeeds), writes `syncing` to the journal, and syncs until it is killed (the unreachable-folder test,
+// Tests/AttachmentSyncTests/Queue/UnreachableFolderTests.swift).
 
 let arguments = CommandLine.arguments
-guard arguments.count == 3, let seed = UInt64(arguments[2]) else {
-    FileHandle.standardError.write(Data("usage: attachment-sync-crash-worker ROOT SEED\n".utf8))
+guard arguments.count == 3 || (arguments.count == 4 && arguments[3] == "sync"), let seed = UInt64(arguments[2])
+else {
+    FileHandle.standardError.write(Data("usage: attachment-sync-crash-worker ROOT SEED [sync]\n".utf8))
     exit(2)
 }
 let root = URL(fileURLWithPath: arguments[1])
@@ -51,6 +55,16 @@ configuration.archivedCacheLimit = 3
 let queue = AttachmentQueue(
     db: db, remoteStorage: FileSystemRemoteStorage(directory: root.appendingPathComponent("remote")),
     configuration: configuration)
+if arguments.count == 4 {
+    // Bounded: startup fails while the folder cannot be read, and is tried again.
+    for _ in 0..<3000 {
+        if (try? await queue.waitForInit()) != nil { break }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+    try await queue.startSync()
+    journal("syncing")
+    while true { try await Task.sleep(for: .seconds(1)) }
+}
 try await queue.waitForInit()
 
 let journalPath = root.appendingPathComponent("journal").path

@@ -26,6 +26,9 @@ public struct LocalFileVerification: Sendable {
         case wrongHash(expected: String, actual: String)
         /// No record claims the file.
         case unclaimed
+        /// The file could not be looked at or read (no permission, an I/O error, the protected data of a
+        /// locked device): it may be intact, so nothing is concluded from it. The text says why.
+        case unreadable(String)
 
         /// The problem in a few words, for people.
         public var description: String {
@@ -34,6 +37,7 @@ public struct LocalFileVerification: Sendable {
             case .wrongSize(let expected, let actual): "\(actual) bytes, the record says \(expected)"
             case .wrongHash(let expected, let actual): "SHA-256 \(actual), the record says \(expected)"
             case .unclaimed: "no record claims it"
+            case .unreadable(let reason): "cannot be read (\(reason)); it may be intact"
             }
         }
     }
@@ -83,7 +87,7 @@ public struct LocalFileVerification: Sendable {
         try AttachmentStore.validateTableName(table)
         let directory = URL(fileURLWithPath: attachmentsDirectory, isDirectory: true).standardizedFileURL
         let files = SystemFileOperations()
-        guard files.infoFollowingLinks(atPath: directory.path)?.kind == .directory else {
+        guard try files.infoFollowingLinks(atPath: directory.path)?.kind == .directory else {
             throw AttachmentError(
                 code: .invalidConfiguration,
                 message: "there is no attachments directory at \(String(reflecting: directory.path))",
@@ -106,30 +110,42 @@ public struct LocalFileVerification: Sendable {
             }
             checked += 1
             defer { progress?(checked, claiming.count) }
-            guard let info = files.infoFollowingLinks(atPath: path), info.kind == .regular else {
-                findings.append(finding(.missing))
-                continue
-            }
-            if let expected = record.size, expected != info.size {
-                findings.append(finding(.wrongSize(expected: expected, actual: info.size)))
-                continue
-            }
-            if let expected = record.contentHash?.lowercased() {
-                let digest = try await files.digest(ofFileAt: path)
-                hashed += digest.size
-                if digest.sha256 != expected {
-                    findings.append(finding(.wrongHash(expected: expected, actual: digest.sha256)))
+            do {
+                guard let info = try files.infoFollowingLinks(atPath: path), info.kind == .regular else {
+                    findings.append(finding(.missing))
+                    continue
                 }
+                if let expected = record.size, expected != info.size {
+                    findings.append(finding(.wrongSize(expected: expected, actual: info.size)))
+                    continue
+                }
+                if let expected = record.contentHash?.lowercased() {
+                    let digest = try await files.digest(ofFileAt: path)
+                    hashed = hashed.addingClamped(digest.size)
+                    if digest.sha256 != expected {
+                        findings.append(finding(.wrongHash(expected: expected, actual: digest.sha256)))
+                    }
+                }
+            } catch let error as AttachmentError where error.code == .fileSystem {
+                findings.append(finding(.unreadable(Self.reason(error))))
             }
         }
         let claimed = Set(claiming.compactMap(\.localPath))
         let subfolders = Set(subdirectories)
         for name in names.sorted()
         where !claimed.contains(name) && !subfolders.contains(name) && !name.hasPrefix(FileName.temporaryPrefix) {
-            if files.info(atPath: directory.appendingPathComponent(name).path)?.kind == .directory { continue }
+            if (try? files.info(atPath: directory.appendingPathComponent(name).path))??.kind == .directory { continue }
             findings.append(
                 Finding(attachmentId: nil, state: nil, file: name, problem: .unclaimed, remoteHasContent: false))
         }
         return LocalFileVerification(checkedFiles: checked, bytesHashed: hashed, findings: findings)
+    }
+
+    /// Why a file could not be read, in a few words: the system's reason when there is one.
+    static func reason(_ error: AttachmentError) -> String {
+        if let posix = error.underlying as? POSIXError {
+            return String(cString: strerror(posix.code.rawValue))
+        }
+        return error.message
     }
 }

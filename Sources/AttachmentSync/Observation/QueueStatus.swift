@@ -33,6 +33,16 @@ public struct QueueStatus: Sendable {
         /// uploaded it yet (see ``AttachmentQueue/Configuration/notUploadedYetBackoff``). 0 for any other
         /// failure. Such waits are not counted in ``attempts``.
         public var awaitingUpload: Int = 0
+        /// How many tries in a row got no answer from remote storage at all (connection refused or reset, a
+        /// name that does not resolve, a timeout before any answer): the network's failures. 0 for any other
+        /// failure. They are not counted in ``attempts`` and never give a transfer up; the wait starts over
+        /// when the network source reports the network back.
+        public var networkFailures: Int = 0
+        /// How many tries in a row could not reach the local file or folder (permission denied, an I/O
+        /// error, the protected data of a locked device): the file may be intact, so it is neither given up
+        /// nor removed. 0 for any other failure. They are not counted in ``attempts``; the wait starts over
+        /// once a transfer reaches the local files again.
+        public var localFileFailures: Int = 0
     }
 
     /// An attachment whose transfer the queue gave up on (see ``Attachment/givenUp``); it stays archived
@@ -75,6 +85,13 @@ public struct QueueStatus: Sendable {
     /// The downloads among ``waitingForRetry`` whose remote file does not exist yet: the devices that saved
     /// them have not finished uploading.
     public var awaitingUpload: [Retry] { waitingForRetry.filter { $0.awaitingUpload > 0 } }
+    /// The transfers among ``waitingForRetry`` whose last tries could not reach their local files (see
+    /// ``Retry/localFileFailures``): while this is not empty, the attachments folder (or some of its
+    /// files) cannot be read or written, and nothing is given up or removed because of it.
+    public var waitingForLocalFiles: [Retry] { waitingForRetry.filter { $0.localFileFailures > 0 } }
+    /// The transfers among ``waitingForRetry`` whose last tries got no answer from remote storage (see
+    /// ``Retry/networkFailures``).
+    public var waitingForNetwork: [Retry] { waitingForRetry.filter { $0.networkFailures > 0 } }
     /// Content that is on this device and has never reached remote storage (waiting for upload, or its
     /// upload given up): if the device were lost now, these files would be.
     public var localOnly: Totals = Totals(count: 0, bytes: 0)
@@ -223,7 +240,9 @@ extension AttachmentQueue {
                 attempts: try cursor.getIntOptional(name: "attempts") ?? 0,
                 nextAttemptAt: WallClock.date(milliseconds: next),
                 lastError: try cursor.getStringOptional(name: "err"),
-                awaitingUpload: try cursor.getIntOptional(name: "local") ?? 0))
+                awaitingUpload: try cursor.getIntOptional(name: "local") ?? 0,
+                networkFailures: try cursor.getIntOptional(name: "net") ?? 0,
+                localFileFailures: try cursor.getIntOptional(name: "lfs") ?? 0))
     }
 
     static func snapshot(_ rows: [StatusRow], progress: ProgressCenter?, budget: Int64?) -> QueueStatus {

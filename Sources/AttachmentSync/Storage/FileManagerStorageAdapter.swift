@@ -35,7 +35,7 @@ public struct FileManagerStorageAdapter: LocalStorageAdapter {
 
     /// Reads the whole file.
     public func readFile(filePath: String, mediaType: String?) async throws -> Data {
-        guard files.infoFollowingLinks(atPath: filePath) != nil else {
+        guard try files.infoFollowingLinks(atPath: filePath) != nil else {
             throw AttachmentError(code: .localFileNotFound, message: "no file at \(filePath)", path: filePath)
         }
         return try fileSystem(path: filePath) { try Data(contentsOf: URL(fileURLWithPath: filePath)) }
@@ -47,13 +47,17 @@ public struct FileManagerStorageAdapter: LocalStorageAdapter {
     }
 
     /// Whether a file or folder exists at the path.
+    ///
+    /// Only "no such file" is `false`: when the path cannot be looked at (no permission, an I/O error, the
+    /// protected data of a locked device), this throws ``AttachmentError/Code-swift.struct/fileSystem``.
     public func fileExists(filePath: String) async throws -> Bool {
-        files.infoFollowingLinks(atPath: filePath) != nil
+        try files.infoFollowingLinks(atPath: filePath) != nil
     }
 
-    /// The file's size in bytes, or `nil` when it does not exist.
+    /// The file's size in bytes, or `nil` when it does not exist. Throws, as ``fileExists(filePath:)`` does,
+    /// when the path cannot be looked at.
     public func fileSize(filePath: String) async throws -> Int64? {
-        files.infoFollowingLinks(atPath: filePath)?.size
+        try files.infoFollowingLinks(atPath: filePath)?.size
     }
 
     /// Creates the folder and missing parents.
@@ -68,7 +72,7 @@ public struct FileManagerStorageAdapter: LocalStorageAdapter {
 
     /// Copies a file, replacing the target atomically and durably.
     public func copyFile(sourcePath: String, targetPath: String) async throws {
-        guard files.infoFollowingLinks(atPath: sourcePath) != nil else {
+        guard try files.infoFollowingLinks(atPath: sourcePath) != nil else {
             throw AttachmentError(code: .localFileNotFound, message: "no file at \(sourcePath)", path: sourcePath)
         }
         let folder = (targetPath as NSString).deletingLastPathComponent
@@ -85,7 +89,7 @@ public struct FileManagerStorageAdapter: LocalStorageAdapter {
 
     /// Renames a file, replacing the target atomically, and flushes the target's folder.
     public func moveFile(sourcePath: String, targetPath: String) async throws {
-        guard files.info(atPath: sourcePath) != nil else {
+        guard try files.info(atPath: sourcePath) != nil else {
             throw AttachmentError(code: .localFileNotFound, message: "no file at \(sourcePath)", path: sourcePath)
         }
         try files.moveDurably(sourcePath, to: targetPath)
@@ -93,7 +97,7 @@ public struct FileManagerStorageAdapter: LocalStorageAdapter {
 
     /// The names of the folder's entries, or an empty list when it does not exist.
     public func listDirectory(path: String) async throws -> [String] {
-        guard files.infoFollowingLinks(atPath: path)?.kind == .directory else { return [] }
+        guard try files.infoFollowingLinks(atPath: path)?.kind == .directory else { return [] }
         return try files.contentsOfDirectory(atPath: path)
     }
 

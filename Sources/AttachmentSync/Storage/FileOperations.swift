@@ -17,9 +17,14 @@ import Foundation
 /// that stops every effect at a chosen call, which is what a crash at that moment leaves on disk.
 package protocol FileOperations: Sendable {
     /// What `path` names, without following a final symbolic link; `nil` when nothing is there.
-    func info(atPath path: String) -> FileInfo?
+    ///
+    /// Only "no such file" (`ENOENT`) is `nil`. Any other failure to look (permission denied, an I/O error,
+    /// protected data while a device is locked) throws ``AttachmentError/Code-swift.struct/fileSystem``:
+    /// the file may well be there, and nothing may be concluded from not seeing it.
+    func info(atPath path: String) throws -> FileInfo?
     /// What `path` names after following symbolic links; `nil` when nothing (or a dangling link) is there.
-    func infoFollowingLinks(atPath path: String) -> FileInfo?
+    /// Throws, as ``info(atPath:)`` does, for any failure other than "no such file".
+    func infoFollowingLinks(atPath path: String) throws -> FileInfo?
     /// The names in a folder, hidden ones included.
     func contentsOfDirectory(atPath path: String) throws -> [String]
     /// Opens a file for reading (following symbolic links).
@@ -87,16 +92,23 @@ package struct FileIdentity: Sendable, Hashable {
 package struct SystemFileOperations: FileOperations {
     package init() {}
 
-    package func info(atPath path: String) -> FileInfo? {
+    package func info(atPath path: String) throws -> FileInfo? {
         var status = stat()
-        guard lstat(path, &status) == 0 else { return nil }
+        guard lstat(path, &status) == 0 else { return try Self.absent(errno, path) }
         return Self.info(status)
     }
 
-    package func infoFollowingLinks(atPath path: String) -> FileInfo? {
+    package func infoFollowingLinks(atPath path: String) throws -> FileInfo? {
         var status = stat()
-        guard stat(path, &status) == 0 else { return nil }
+        guard stat(path, &status) == 0 else { return try Self.absent(errno, path) }
         return Self.info(status)
+    }
+
+    /// `nil` when a look at `path` failed with "no such file"; any other failure is thrown: a file that
+    /// cannot be seen (no permission, an I/O error, a locked device) is not a file that is not there.
+    private static func absent(_ code: Int32, _ path: String) throws -> FileInfo? {
+        if code == ENOENT { return nil }
+        throw error(code, "cannot look at", path)
     }
 
     private static func info(_ status: stat) -> FileInfo {
@@ -125,7 +137,7 @@ package struct SystemFileOperations: FileOperations {
     }
 
     package func openForReading(atPath path: String) throws -> FileHandle {
-        guard infoFollowingLinks(atPath: path) != nil else {
+        guard try infoFollowingLinks(atPath: path) != nil else {
             throw AttachmentError(code: .localFileNotFound, message: "no file at \(path)", path: path)
         }
         return try fileSystem(path: path) { try FileHandle(forReadingFrom: URL(fileURLWithPath: path)) }
@@ -180,12 +192,12 @@ package struct SystemFileOperations: FileOperations {
     }
 
     package func removeTree(atPath path: String) throws {
-        guard info(atPath: path) != nil else { return }
+        guard try info(atPath: path) != nil else { return }
         try fileSystem(path: path) { try FileManager.default.removeItem(atPath: path) }
     }
 
     package func makeDirectory(atPath path: String) throws {
-        if infoFollowingLinks(atPath: path)?.kind == .directory { return }
+        if try infoFollowingLinks(atPath: path)?.kind == .directory { return }
         try fileSystem(path: path) {
             try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
         }

@@ -40,7 +40,7 @@ extension FileOperations {
     /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/localFileNotFound`` when
     ///   nothing is there.
     package func size(ofFileAt path: String) throws -> Int64 {
-        guard let info = infoFollowingLinks(atPath: path) else {
+        guard let info = try infoFollowingLinks(atPath: path) else {
             throw AttachmentError(code: .localFileNotFound, message: "there is no file at \(path)", path: path)
         }
         return info.size
@@ -91,7 +91,7 @@ extension FileOperations {
         from source: String, to destination: String, hashing: Bool = true, flushing: Bool = true,
         progress: TransferProgressHandler? = nil
     ) async throws -> (size: Int64, sha256: String?) {
-        let total = infoFollowingLinks(atPath: source)?.size
+        let total = try infoFollowingLinks(atPath: source)?.size
         let input = try openForReading(atPath: source)
         defer { try? input.close() }
         let output = try openForWriting(atPath: destination, at: nil)
@@ -121,7 +121,7 @@ extension FileOperations {
     func append(
         from source: String, offset: Int64, to destination: String, progress: TransferProgressHandler? = nil
     ) async throws {
-        let total = infoFollowingLinks(atPath: source)?.size
+        let total = try infoFollowingLinks(atPath: source)?.size
         let input = try openForReading(atPath: source)
         defer { try? input.close() }
         let start = max(offset, 0)

@@ -8,8 +8,8 @@ extension FileSystemRemoteStorage: ListableRemoteStorage {
     /// beside them, subdirectories and anything but regular files are left out. A folder that does not exist
     /// (nothing was ever uploaded) lists no files.
     public func listFiles(after continuation: String?) async throws -> RemoteFileListing {
-        guard files.infoFollowingLinks(atPath: directory.path)?.kind == .directory else {
-            if files.info(atPath: directory.path) == nil { return RemoteFileListing(files: [], next: nil) }
+        guard try files.infoFollowingLinks(atPath: directory.path)?.kind == .directory else {
+            if try files.info(atPath: directory.path) == nil { return RemoteFileListing(files: [], next: nil) }
             throw AttachmentError(
                 code: .fileSystem, message: "the remote folder \(directory.path) is not a directory",
                 path: directory.path)
@@ -26,7 +26,7 @@ extension FileSystemRemoteStorage: ListableRemoteStorage {
             guard listed.count < Self.listingPageSize else { return RemoteFileListing(files: listed, next: last) }
             last = name
             let path = directory.appendingPathComponent(name).path
-            guard let info = files.info(atPath: path), info.kind == .regular else { continue }
+            guard let info = try files.info(atPath: path), info.kind == .regular else { continue }
             listed.append(
                 RemoteFile(
                     storedName: name, filename: FileName.unescapedSafeName(name, keepingDots: true), size: info.size,
@@ -64,10 +64,10 @@ extension FileSystemRemoteStorage: ListableRemoteStorage {
     /// (`.attachment-sync-sha256-<name>`) whose file `<name>` is not there (deleted by other means, or an
     /// upload between writing the hash and linking the file), each with its size and last change.
     public func listLeftovers() async throws -> [RemoteFile] {
-        guard files.infoFollowingLinks(atPath: directory.path)?.kind == .directory else { return [] }
+        guard try files.infoFollowingLinks(atPath: directory.path)?.kind == .directory else { return [] }
         var leftovers: [RemoteFile] = []
         for name in try files.contentsOfDirectory(atPath: directory.path) where isLeftover(name) {
-            guard let info = files.info(atPath: directory.appendingPathComponent(name).path), info.kind == .regular
+            guard let info = try files.info(atPath: directory.appendingPathComponent(name).path), info.kind == .regular
             else { continue }
             leftovers.append(
                 RemoteFile(
@@ -100,13 +100,19 @@ extension FileSystemRemoteStorage: ListableRemoteStorage {
         guard !name.contains("/"), name.hasPrefix(FileName.temporaryPrefix) else { return false }
         guard name.hasPrefix(Self.hashPrefix) else { return true }
         let target = String(name.dropFirst(Self.hashPrefix.count))
-        return target.isEmpty || files.info(atPath: directory.appendingPathComponent(target).path) == nil
+        if target.isEmpty { return true }
+        // A file that cannot be looked at may be there: its hash is kept.
+        do {
+            return try files.info(atPath: directory.appendingPathComponent(target).path) == nil
+        } catch {
+            return false
+        }
     }
 
     /// The file's size and the SHA-256 stored beside it; `nil` when the folder has no such file.
     public func fileInfo(attachment: Attachment) async throws -> RemoteObjectInfo? {
         let path = try fileURL(for: attachment).path
-        guard let info = files.infoFollowingLinks(atPath: path), info.kind == .regular else { return nil }
+        guard let info = try files.infoFollowingLinks(atPath: path), info.kind == .regular else { return nil }
         return RemoteObjectInfo(size: info.size, sha256: storedHash(of: path))
     }
 }

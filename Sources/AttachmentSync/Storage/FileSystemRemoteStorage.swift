@@ -99,15 +99,15 @@ public struct FileSystemRemoteStorage: RemoteStorageAdapter {
                     + "but attachment \(String(reflecting: attachment.id)) was saved with \(recorded); nothing was "
                     + "uploaded", attachmentId: attachment.id, name: attachment.filename)
         }
-        if files.info(atPath: target) == nil {
+        if try files.info(atPath: target) == nil {
             try storeHash(sha256, forFileAt: target)
             do {
                 try files.link(staging, to: target)
                 try files.synchronizeDirectory(atPath: directory.path)
                 try files.removeFile(atPath: staging)
                 return
-            } catch  where files.info(atPath: target) == nil {
-                throw error
+            } catch {
+                guard try files.info(atPath: target) != nil else { throw error }
             }
             // Another writer created the name first: compared below like any existing file.
         }
@@ -155,7 +155,7 @@ public struct FileSystemRemoteStorage: RemoteStorageAdapter {
     ) async throws -> RemoteObjectInfo {
         let source = try existingFile(for: attachment)
         let info = RemoteObjectInfo(
-            size: files.infoFollowingLinks(atPath: source)?.size, sha256: storedHash(of: source))
+            size: try files.infoFollowingLinks(atPath: source)?.size, sha256: storedHash(of: source))
         if offset > 0 {
             try await files.append(from: source, offset: offset, to: destination.path, progress: progress)
             return info
@@ -190,7 +190,7 @@ public struct FileSystemRemoteStorage: RemoteStorageAdapter {
 
     private func existingFile(for attachment: Attachment) throws -> String {
         let source = try path(for: attachment)
-        guard files.infoFollowingLinks(atPath: source) != nil else {
+        guard try files.infoFollowingLinks(atPath: source) != nil else {
             throw AttachmentError(
                 code: .remoteNotFound,
                 message: "the remote folder has no file \(String(reflecting: attachment.filename))",

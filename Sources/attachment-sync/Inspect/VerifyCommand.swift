@@ -303,6 +303,7 @@ struct VerifyJSON: Encodable {
                 switch finding.problem {
                 case .missing: ("missing", nil, nil)
                 case .unclaimed: ("unclaimed", nil, nil)
+                case .unreadable(let reason): ("unreadable", nil, reason)
                 case .wrongSize(let expected, let actual): ("wrongSize", "\(expected)", "\(actual)")
                 case .wrongHash(let expected, let actual): ("wrongHash", expected, actual)
                 }

@@ -55,7 +55,7 @@ struct CrashPointTests {
                 let sourceBytes = FileManager.default.contents(atPath: source.path)
                 if let record {
                     #expect(record.localPath.flatMap(device.localBytes) == Self.bytes, "the attachment has the bytes")
-                    let info = device.disk.info(
+                    let info = try device.disk.info(
                         atPath: (device.attachments as NSString).appendingPathComponent(record.localPath!))
                     #expect(info?.kind == .regular, "stored as a regular file, never as a link")
                 } else {

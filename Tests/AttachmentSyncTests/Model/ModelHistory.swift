@@ -59,6 +59,9 @@ enum ModelStep: Sendable, Hashable, CustomStringConvertible {
     case network(Int)
     /// `raisePriority(attachmentId:)`.
     case raise(id: String)
+    /// The attachments folder's entries are out of reach (`EACCES` from every file operation in it) during
+    /// this step and the next `steps - 1`, then in reach again.
+    case unreachable(steps: Int)
 
     var description: String {
         switch self {
@@ -86,6 +89,7 @@ enum ModelStep: Sendable, Hashable, CustomStringConvertible {
         case .retryAll: "retryAll"
         case .network(let kind): "network(\(["offline", "metered", "unmetered"][kind]))"
         case .raise(let id): "raise(id: \(id.debugDescription))"
+        case .unreachable(let steps): "unreachable(steps: \(steps))"
         }
     }
 }
@@ -132,7 +136,7 @@ struct ModelHistory: Sendable, CustomStringConvertible {
         while steps.count < length {
             content += 1
             let anyId = pick(savedIds + seededIds)
-            switch random.next(below: 106) {
+            switch random.next(below: 110) {
             case 0..<16:
                 steps.append(
                     .save(
@@ -173,7 +177,8 @@ struct ModelHistory: Sendable, CustomStringConvertible {
             case 96..<98: steps.append(.restart)
             case 98..<100: steps.append(.retryAll)
             case 100..<103: steps.append(.network(Int(random.next(below: 3))))
-            default: steps.append(.raise(id: anyId))
+            case 103..<106: steps.append(.raise(id: anyId))
+            default: steps.append(.unreachable(steps: pick([1, 2, 4])))
             }
         }
         return ModelHistory(seed: seed, setup: setup, steps: steps)

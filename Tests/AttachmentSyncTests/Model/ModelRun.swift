@@ -21,7 +21,9 @@ import GRDB
 /// 6. Handed-over files are never lost: a `saveFile(fileURL:)` that did not commit leaves its source as it
 ///    was; a symbolic link's target is never touched.
 /// 7. All or nothing: a save that failed (not by a crash) left no record.
-/// 8. Convergence: once faults stop, a bounded number of passes uploads every saved attachment, downloads
+/// 8. The disk's failures are no failed tries: nothing is given up because the attachments folder was out
+///    of reach (`EACCES`) for a while.
+/// 9. Convergence: once faults stop, a bounded number of passes uploads every saved attachment, downloads
 ///    every referenced one that exists remotely, completes every delete, and leaves nothing queued.
 final class ModelRun {
     let history: ModelHistory
@@ -32,6 +34,14 @@ final class ModelRun {
     let network = ManualNetworkConditions()
     private(set) var violations: [String] = []
     private var stepIndex = -1
+
+    /// Takes the attachments folder out of reach for a few steps; it outlives restarts.
+    let access: AccessSwitch
+    /// Steps left until the folder is in reach again.
+    private var unreachableSteps = 0
+    /// The queue's startup failed while the folder was out of reach (the next call tries again), or its
+    /// check of the files did not complete: the invariants that need a complete startup wait for the next.
+    private var startupIncomplete = false
 
     // The current simulated process.
     private var crash = CrashSwitch()
@@ -94,7 +104,8 @@ final class ModelRun {
         root = base.appendingPathComponent("attachment-sync-model-\(UUID().uuidString)")
         try FileManager.default.createDirectory(
             at: root.appendingPathComponent("user"), withIntermediateDirectories: true)
-        disk = SimulatedDisk(crash: crash, insensitive: history.setup.insensitiveDisk)
+        access = AccessSwitch(folder: root.appendingPathComponent("attachments").path)
+        disk = SimulatedDisk(crash: crash, insensitive: history.setup.insensitiveDisk, access: access)
     }
 
     deinit {
@@ -115,6 +126,10 @@ final class ModelRun {
                 } else if crashArmed, !isCrashStep(step) {
                     crash.disarm()
                     crashArmed = false
+                }
+                if unreachableSteps > 0 {
+                    unreachableSteps -= 1
+                    if unreachableSteps == 0 { try await backInReach() }
                 }
                 await checkInvariants(afterRestart: false)
                 if violations.count > 0 { break }
@@ -146,7 +161,7 @@ final class ModelRun {
 
     private func open() async throws {
         crash = CrashSwitch()
-        disk = SimulatedDisk(crash: crash, insensitive: history.setup.insensitiveDisk)
+        disk = SimulatedDisk(crash: crash, insensitive: history.setup.insensitiveDisk, access: access)
         var grdb = GRDB.Configuration()
         grdb.busyMode = .timeout(5)
         let pool = try DatabasePool(path: databasePath, configuration: grdb)
@@ -171,9 +186,24 @@ final class ModelRun {
         queue = AttachmentQueue(
             db: db, remoteStorage: ModelRemote(store: store, disk: disk), configuration: configuration,
             localStorage: FileManagerStorageAdapter(files: disk))
-        try await queue.waitForInit()
+        do {
+            try await queue.waitForInit()
+        } catch  where access.isDenied {
+            // Startup cannot check the files it cannot see: it fails, and the next call tries again.
+            startupIncomplete = true
+            return
+        }
         // With the check in the background, sync starts while it runs.
         if syncing { try await queue.startSync() }
+    }
+
+    /// The folder is in reach again. A startup that could not complete meanwhile (its check of the files
+    /// failed, and only the next startup checks again) is done again with a clean restart, and the
+    /// invariants of a restart are checked.
+    private func backInReach() async throws {
+        access.deny(false)
+        guard startupIncomplete, !crash.hasCrashed else { return }
+        try await restart()
     }
 
     /// The process dies (if the crash switch has not already killed it, it is a clean stop) and starts again
@@ -182,11 +212,18 @@ final class ModelRun {
         await queue.close()
         try await db.close()
         crashArmed = false
+        startupIncomplete = false
         try await open()
         try await settleUncertainty()
         // The invariants after a restart (no orphans, missing files noticed) hold once the check is done.
-        try await queue.waitForStartupCheck()
-        await checkInvariants(afterRestart: true)
+        if !startupIncomplete {
+            do {
+                try await queue.waitForStartupCheck()
+            } catch  where access.isDenied {
+                startupIncomplete = true
+            }
+        }
+        await checkInvariants(afterRestart: !startupIncomplete)
     }
 
     /// After a crash: a save or delete interrupted by it either committed or did not; the table says which.
@@ -336,6 +373,9 @@ final class ModelRun {
             network.update([NetworkConditions.offline, .expensive, .unrestricted][kind])
         case .raise(let id):
             try? await queue.raisePriority(attachmentId: id)
+        case .unreachable(let steps):
+            access.deny(true)
+            unreachableSteps = max(unreachableSteps, steps)
         }
         // While syncing, let the background work finish before looking.
         if syncing, !crash.hasCrashed { try? await queue.syncNow() }
@@ -435,8 +475,11 @@ final class ModelRun {
         let byId = Dictionary(records.map { (Self.key($0.id), $0) }, uniquingKeysWith: { first, _ in first })
         let objects = await store.objects
 
-        // 1, 2: every committed attachment has its bytes somewhere, and every copy is right.
-        for (key, saved) in committed {
+        // 1, 2: every committed attachment has its bytes somewhere, and every copy is right. Until a startup
+        // that failed while the folder was out of reach completes, the records may not have been made true
+        // yet (an interrupted save still under its staging name, say): 1 to 3 wait for it.
+        let startupDone = !startupIncomplete
+        for (key, saved) in committed where startupDone {
             let id = saved.id
             let record = byId[key]
             let local = record?.localPath.map { read(attachmentsPath($0)) } ?? nil
@@ -455,14 +498,14 @@ final class ModelRun {
             }
         }
         // Without a hash, the size (which the remote always reports) must still be right: no truncated body.
-        for (key, (id, data)) in seeded where !hashKnown.contains(key) {
+        for (key, (id, data)) in seeded where startupDone && !hashKnown.contains(key) {
             if let path = byId[key]?.localPath, let local = read(attachmentsPath(path)), local.count != data.count {
                 violation(
                     "\(id.debugDescription)'s downloaded file is \(local.count) bytes, the upload \(data.count)",
                     kind: "bytes")
             }
         }
-        for (key, (id, data)) in seeded where hashKnown.contains(key) {
+        for (key, (id, data)) in seeded where startupDone && hashKnown.contains(key) {
             if let path = byId[key]?.localPath, let local = read(attachmentsPath(path)), local != data {
                 violation(
                     "\(id.debugDescription)'s downloaded file holds other bytes than the other device uploaded",
@@ -470,9 +513,10 @@ final class ModelRun {
             }
         }
         // 3: records tell the truth.
-        for record in records where record.state != .queuedDelete {
+        for record in records where startupDone && record.state != .queuedDelete {
             guard let path = record.localPath else { continue }
-            let info = disk.info(atPath: attachmentsPath(path))
+            // Looked at directly: the harness sees the folder even while the queue cannot.
+            let info = try? SystemFileOperations().info(atPath: disk.resolve(attachmentsPath(path)))
             if info == nil {
                 violation(
                     "\(record.id.debugDescription) (\(record.state)) claims \(path), which is not there", kind: "claims"
@@ -481,6 +525,14 @@ final class ModelRun {
                 violation(
                     "\(record.id.debugDescription)'s file \(path) is not a regular file (\(info!.kind))", kind: "claims"
                 )
+            }
+        }
+        // 8: nothing given up for the disk's sake.
+        for record in records where record.givenUp != nil {
+            if let error = record.lastError, error.contains(String(cString: strerror(EACCES))) {
+                violation(
+                    "\(record.id.debugDescription) was given up (\(record.givenUp!)) because the folder was out of "
+                        + "reach: \(error)", kind: "unreachable")
             }
         }
         // 4: no orphans after a restart.
@@ -552,6 +604,8 @@ final class ModelRun {
     /// Faults stop; a bounded number of rounds (retry what was given up, reconcile, sync, let retry times
     /// pass) must bring the queue to rest with everything in place.
     private func converge() async throws {
+        access.deny(false)
+        unreachableSteps = 0
         await store.clearFaults()
         crash.disarm()
         network.update(.unrestricted)

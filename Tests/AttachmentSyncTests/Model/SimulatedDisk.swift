@@ -67,17 +67,40 @@ final class CommitGate: TransactionObserver, Sendable {
     func databaseDidRollback(_ db: Database) {}
 }
 
+/// Takes the entries of a folder out of reach for a while, as a permission change, a failing volume or the
+/// protected data of a locked iPhone does: while denied, every file operation on a path inside `folder`
+/// fails with `EACCES` (the folder itself can still be looked at, as with a folder whose mode is 000). It
+/// outlives simulated processes.
+final class AccessSwitch: Sendable {
+    let folder: String
+    private let denied = Mutex(false)
+
+    init(folder: String) { self.folder = folder }
+
+    var isDenied: Bool { denied.withLock { $0 } }
+
+    func deny(_ value: Bool) { denied.withLock { $0 = value } }
+
+    /// Throws what the system would when `path` is out of reach now.
+    func check(_ path: String) throws {
+        guard denied.withLock({ $0 }), path.hasPrefix(folder + "/") else { return }
+        throw SystemFileOperations.error(EACCES, "cannot reach", path)
+    }
+}
+
 /// The local file system as one simulated process sees it: every mutation passes the crash switch, and the
 /// volume can behave like APFS or HFS+ (preserving the case and Unicode form of names, but treating names
 /// that differ only in them as one).
 final class SimulatedDisk: FileOperations, Sendable {
     let crash: CrashSwitch
     let insensitive: Bool
+    let access: AccessSwitch?
     private let base = SystemFileOperations()
 
-    init(crash: CrashSwitch, insensitive: Bool) {
+    init(crash: CrashSwitch, insensitive: Bool, access: AccessSwitch? = nil) {
         self.crash = crash
         self.insensitive = insensitive
+        self.access = access
     }
 
     /// The name two names are equal under on an insensitive volume.
@@ -99,57 +122,81 @@ final class SimulatedDisk: FileOperations, Sendable {
         return (folder as NSString).appendingPathComponent(existing)
     }
 
-    func info(atPath path: String) -> FileInfo? { base.info(atPath: resolve(path)) }
-    func infoFollowingLinks(atPath path: String) -> FileInfo? { base.infoFollowingLinks(atPath: resolve(path)) }
-    func contentsOfDirectory(atPath path: String) throws -> [String] {
-        try base.contentsOfDirectory(atPath: resolve(path))
+    /// Throws when `paths` are out of reach (see ``AccessSwitch``); a listing of the folder itself is too.
+    private func reach(_ paths: String..., listing: Bool = false) throws {
+        guard let access else { return }
+        for path in paths { try access.check(listing ? path + "/" : path) }
     }
-    func openForReading(atPath path: String) throws -> FileHandle { try base.openForReading(atPath: resolve(path)) }
+
+    func info(atPath path: String) throws -> FileInfo? {
+        try reach(path)
+        return try base.info(atPath: resolve(path))
+    }
+    func infoFollowingLinks(atPath path: String) throws -> FileInfo? {
+        try reach(path)
+        return try base.infoFollowingLinks(atPath: resolve(path))
+    }
+    func contentsOfDirectory(atPath path: String) throws -> [String] {
+        try reach(path, listing: true)
+        return try base.contentsOfDirectory(atPath: resolve(path))
+    }
+    func openForReading(atPath path: String) throws -> FileHandle {
+        try reach(path)
+        return try base.openForReading(atPath: resolve(path))
+    }
 
     func openForWriting(atPath path: String, at offset: Int64?) throws -> any FileWriter {
+        try reach(path)
         let real = resolve(path)
         try crash.check("open \(real)")
         return GatedWriter(base: try base.openForWriting(atPath: real, at: offset), crash: crash, path: real)
     }
 
     func rename(_ source: String, to target: String) throws {
+        try reach(source, target)
         let (from, to) = (resolve(source), resolve(target))
         try crash.check("rename \(from) \(to)")
         try base.rename(from, to: to)
     }
 
     func link(_ source: String, to target: String) throws {
+        try reach(source, target)
         let (from, to) = (resolve(source), resolve(target))
         try crash.check("link \(from) \(to)")
         try base.link(from, to: to)
     }
 
     func removeFile(atPath path: String) throws {
+        try reach(path)
         let real = resolve(path)
         try crash.check("remove \(real)")
         try base.removeFile(atPath: real)
     }
 
     func removeTree(atPath path: String) throws {
+        try reach(path)
         let real = resolve(path)
         try crash.check("remove \(real)")
         try base.removeTree(atPath: real)
     }
 
     func makeDirectory(atPath path: String) throws {
+        try reach(path)
         let real = resolve(path)
-        if base.infoFollowingLinks(atPath: real)?.kind == .directory { return }
+        if try base.infoFollowingLinks(atPath: real)?.kind == .directory { return }
         try crash.check("mkdir \(real)")
         try base.makeDirectory(atPath: real)
     }
 
     func synchronizeFile(atPath path: String) throws {
+        try reach(path)
         let real = resolve(path)
         try crash.check("flush \(real)")
         try base.synchronizeFile(atPath: real)
     }
 
     func synchronizeDirectory(atPath path: String) throws {
+        try reach(path, listing: true)
         let real = resolve(path)
         try crash.check("flush-folder \(real)")
         try base.synchronizeDirectory(atPath: real)

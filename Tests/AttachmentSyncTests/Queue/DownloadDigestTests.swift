@@ -32,8 +32,8 @@ final class LoggingDisk: FileOperations, Sendable {
         log.withLock { $0 }.filter { $0.contains(folder + "/") }
     }
 
-    func info(atPath path: String) -> FileInfo? { base.info(atPath: path) }
-    func infoFollowingLinks(atPath path: String) -> FileInfo? { base.infoFollowingLinks(atPath: path) }
+    func info(atPath path: String) throws -> FileInfo? { try base.info(atPath: path) }
+    func infoFollowingLinks(atPath path: String) throws -> FileInfo? { try base.infoFollowingLinks(atPath: path) }
     func contentsOfDirectory(atPath path: String) throws -> [String] { try base.contentsOfDirectory(atPath: path) }
     func openForReading(atPath path: String) throws -> FileHandle {
         note("read \(path)")

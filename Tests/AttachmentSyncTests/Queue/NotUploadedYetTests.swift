@@ -43,11 +43,12 @@ struct NotUploadedYetTests {
         #expect(status.awaitingUpload.map(\.attachmentId) == ["p1"])
         #expect(status.awaitingUpload.first?.awaitingUpload == 5)
 
-        // A network failure is an ordinary failed attempt, and ends the count.
+        // A network failure ends the count; it spends no attempt either (it is the network's, not the
+        // transfer's), and is counted as such.
         await remote.failNext(.download, count: 1, with: InMemoryRemoteStorage.offlineError)
         try await device.queue.syncNow()
         record = try await self.record(device, "p1")
-        #expect(record.attempts == 1 && record.awaitingUpload == nil)
+        #expect(record.attempts == 0 && record.awaitingUpload == nil && record.connectivityFailures == 1)
 
         // The other device's upload lands; the next ask fetches it.
         await remote.setFile(testBytes(2_000), named: "p1.jpg")
@@ -108,7 +109,8 @@ struct NotUploadedYetTests {
         #expect(timedOut?.code == .timedOut)
         #expect(try await device.state(of: pending.id) == .queuedUpload, "nothing changed")
 
-        await remote.failNext(.upload, count: 1, with: InMemoryRemoteStorage.offlineError)
+        // A failed try (not the network's, which spends none) with maxAttempts 1 gives the upload up.
+        await remote.failNext(.upload, count: 1, with: InjectedFailure("the server refused it"))
         try await device.queue.syncNow()
         let givenUp = await #expect(throws: AttachmentError.self) {
             try await device.queue.waitUntilUploaded(attachmentId: pending.id, timeout: .seconds(10))

@@ -359,7 +359,10 @@ struct OnDemandTests {
         let events = device.queue.events
         let good = try await device.queue.saveFile(data: testBytes(64), mediaType: nil, fileExtension: "jpg")
         try await device.queue.syncNow()
-        await remote.setAlwaysFailing(.upload, with: InMemoryRemoteStorage.offlineError)
+        // A server that answers (not the network's failure, which would spend no attempt and give nothing up).
+        await remote.setAlwaysFailing(
+            .upload,
+            with: AttachmentError(code: .remoteUnavailable, message: "HTTP 503 (maintenance)", retryAfter: .seconds(1)))
         let bad = try await device.queue.saveFile(data: testBytes(8), mediaType: nil, fileExtension: "jpg")
         try await device.queue.syncNow()
 

@@ -20,8 +20,8 @@ struct FlushFailingDisk: FileOperations {
         func close() { base.close() }
     }
 
-    func info(atPath path: String) -> FileInfo? { base.info(atPath: path) }
-    func infoFollowingLinks(atPath path: String) -> FileInfo? { base.infoFollowingLinks(atPath: path) }
+    func info(atPath path: String) throws -> FileInfo? { try base.info(atPath: path) }
+    func infoFollowingLinks(atPath path: String) throws -> FileInfo? { try base.infoFollowingLinks(atPath: path) }
     func contentsOfDirectory(atPath path: String) throws -> [String] { try base.contentsOfDirectory(atPath: path) }
     func openForReading(atPath path: String) throws -> FileHandle { try base.openForReading(atPath: path) }
     func openForWriting(atPath path: String, at offset: Int64?) throws -> any FileWriter {

@@ -123,7 +123,7 @@ struct TransferEngineTests {
         await second.close()
     }
 
-    @Test("offline, attempts follow the backoff however often sync is triggered")
+    @Test("offline, tries follow the backoff however often sync is triggered, and spend no attempt")
     func offlineDoesNotBurnAttempts() async throws {
         let device = try QueueHarness {
             $0.retryBackoff = RetryBackoff(initialDelay: .seconds(1), maximumDelay: .seconds(60), jitter: false)
@@ -137,7 +137,8 @@ struct TransferEngineTests {
             await device.clock.advance(by: .milliseconds(100))
         }
         #expect(await remote.uploadCount == 4)
-        #expect(try await device.retryState(of: saved.id).attempts == 4)
+        #expect(try await device.retryState(of: saved.id).attempts == 0, "the network's failures are no attempts")
+        try await device.waitForColumn("connectivity_failure", of: saved.id, toBe: "4")
         await device.close()
     }
 
@@ -150,7 +151,7 @@ struct TransferEngineTests {
         await remote.failNext(.upload, count: 1, with: InMemoryRemoteStorage.offlineError)
         let saved = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
         try await device.queue.startSync()
-        try await device.waitForColumn("attempts", of: saved.id, toBe: "1")
+        try await device.waitForColumn("connectivity_failure", of: saved.id, toBe: "1")
         await device.queue.waitUntilIdle()
         await device.clock.waitForSleepers(count: 1)  // the retry timer
         await device.clock.advance(by: .seconds(5))

@@ -150,8 +150,8 @@ struct NetworkConditionsTests {
         // One upload fails with no answer from the remote (a connection refused), one with an overload answer.
         await remote.failNext(.upload, with: AttachmentError(code: .remoteUnavailable, message: "connection refused"))
         let unreachable = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
-        try await device.waitForColumn("attempts", of: unreachable.id, toBe: "1")
         try await device.waitForColumn("connectivity_failure", of: unreachable.id, toBe: "1")
+        try await device.waitForColumn("attempts", of: unreachable.id, toBe: "0")
         await remote.failNext(.upload, with: InMemoryRemoteStorage.overloadedError)
         let refused = try await device.queue.saveFile(data: testBytes(20), mediaType: nil, fileExtension: "jpg")
         try await device.waitForColumn("attempts", of: refused.id, toBe: "1")
@@ -165,6 +165,56 @@ struct NetworkConditionsTests {
         let waiting = try #require(try await device.queue.attachment(id: refused.id))
         #expect(waiting.state == .queuedUpload)
         #expect(await remote.file(named: refused.filename) == nil)
+    }
+
+    @Test(
+        "no answer at all is the network's before the source says offline: no attempt spent, nothing given up")
+    func connectivityFailureBeforeTheSourceKnows() async throws {
+        let network = ManualNetworkConditions()
+        let remote = InMemoryRemoteStorage()
+        let handler = CountingHandler()
+        let device = try QueueHarness(remote: remote, errorHandler: handler) {
+            $0.networkConditions = network
+            $0.maxAttempts = 1
+            $0.retryBackoff = RetryBackoff(initialDelay: .seconds(600), maximumDelay: .seconds(600), jitter: false)
+        }
+        try await device.queue.startSync()
+        // The source still says reachable when the connections fail: the phone has just left Wi-Fi.
+        await remote.failNext(.upload, count: 3, with: InMemoryRemoteStorage.offlineError)
+        let photo = try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg")
+        try await device.waitForColumn("connectivity_failure", of: photo.id, toBe: "1")
+        for expected in 2...3 {
+            // Each further failure grows the wait, and is still no attempt.
+            try await device.queue.syncNow()
+            await device.clock.advance(by: .seconds(601))
+            try await device.waitForColumn("connectivity_failure", of: photo.id, toBe: "\(expected)")
+        }
+        let waiting = try #require(try await device.queue.attachment(id: photo.id))
+        #expect(waiting.state == .queuedUpload && waiting.givenUp == nil, "maxAttempts 1 gave nothing up")
+        try await device.waitForColumn("attempts", of: photo.id, toBe: "0")
+        #expect(handler.calls == 0, "the error handler decides on failed tries, and these were none")
+        let status = try #require(await device.queue.status.first { _ in true })
+        #expect(status.waitingForNetwork.map(\.attachmentId) == [photo.id])
+        #expect(status.waitingForNetwork.first?.networkFailures == 3)
+
+        // Now the source notices, then the network returns: the upload goes at once, not in ten minutes.
+        network.update(.offline)
+        network.update(.unrestricted)
+        try await device.waitForState(photo.id, .synced)
+        #expect(await remote.file(named: photo.filename) == testBytes(10))
+    }
+
+    /// An error handler that counts its calls and always retries.
+    final class CountingHandler: SyncErrorHandler, Sendable {
+        private let count = LockedValue(0)
+        var calls: Int { count.withLock { $0 } }
+        func onDownloadError(attachment: AttachmentSync.Attachment, error: any Error) async -> Bool { bump() }
+        func onUploadError(attachment: AttachmentSync.Attachment, error: any Error) async -> Bool { bump() }
+        func onDeleteError(attachment: AttachmentSync.Attachment, error: any Error) async -> Bool { bump() }
+        private func bump() -> Bool {
+            count.withLock { $0 += 1 }
+            return true
+        }
     }
 
     @Test("on a metered network large files wait (and one in flight pauses); on Wi-Fi they go")

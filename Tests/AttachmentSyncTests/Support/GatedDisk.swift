@@ -36,8 +36,8 @@ final class GatedDisk: FileOperations, Sendable {
         if gate.wait(timeout: .now() + 20) == .timedOut { throw HarnessError("the gate never opened") }
     }
 
-    func info(atPath path: String) -> FileInfo? { base.info(atPath: path) }
-    func infoFollowingLinks(atPath path: String) -> FileInfo? { base.infoFollowingLinks(atPath: path) }
+    func info(atPath path: String) throws -> FileInfo? { try base.info(atPath: path) }
+    func infoFollowingLinks(atPath path: String) throws -> FileInfo? { try base.infoFollowingLinks(atPath: path) }
     func contentsOfDirectory(atPath path: String) throws -> [String] {
         if case .firstListing(let folder) = point, path == folder { try holdOnce() }
         return try base.contentsOfDirectory(atPath: path)

@@ -46,12 +46,17 @@ extension AttachmentQueue {
     func evictArchived(_ record: AttachmentRecord) async throws -> Bool {
         let store = store
         if let relative = record.localPath {
+            guard await mayDeleteLocalCopy(of: record, why: "evicting it") else { return false }
             let released = try await db.writeTransaction { tx in
                 try store.releaseArchivedContent(id: record.id, localPath: relative, in: tx)
             }
             guard released else { return false }
             machine.noteChanged(record.id)
             try await localStorage.deleteFile(filePath: localPath(relative))
+        } else if let name = try? record.localName() {
+            // Released earlier, and the file may have outlived it (its removal failed: the folder was out of
+            // reach, say). Once the record is gone nothing could tell whose it is: it goes first.
+            try await localStorage.deleteFile(filePath: localPath(name))
         }
         let deleted = try await db.writeTransaction { tx in try store.deleteReleasedArchived(id: record.id, in: tx) }
         if deleted { machine.noteChanged(record.id) }
@@ -83,7 +88,9 @@ extension AttachmentQueue {
             if record.state == .archived {
                 guard try await evictArchived(record) else { continue }
             } else {
-                guard try await removeContent(of: record, relative: relative) else { continue }
+                guard await mayDeleteLocalCopy(of: record, why: "evicting it"),
+                    try await removeContent(of: record, relative: relative)
+                else { continue }
                 eventCenter.send(.evicted(attachmentId: record.id, bytes: record.size ?? 0))
             }
             remaining -= record.size ?? 0
@@ -125,6 +132,20 @@ extension AttachmentQueue {
                     attachmentId: id)
             }
             guard let relative = record.localPath else { return record.attachment(in: attachmentsDirectory) }
+            switch await remoteCopyEvidence(for: record) {
+            case .intact, .cannotAsk:
+                break
+            case .notIntact(let why):
+                throw AttachmentError(
+                    code: .invalidState,
+                    message: "cannot purge attachment \(String(reflecting: id)): \(why), so its local file may be "
+                        + "the only copy; it was kept", attachmentId: id)
+            case .unreachable(let error):
+                throw AttachmentError(
+                    code: .remoteUnavailable,
+                    message: "cannot purge attachment \(String(reflecting: id)): remote storage could not confirm "
+                        + "it holds the content; the local file was kept", attachmentId: id, underlying: error)
+            }
             guard try await removeContent(of: record, relative: relative) else {
                 throw AttachmentError(
                     code: .invalidState, message: "attachment \(String(reflecting: id)) changed while purging it",
@@ -134,6 +155,27 @@ extension AttachmentQueue {
             var purged = record
             purged.localPath = nil
             return purged.attachment(in: attachmentsDirectory)
+        }
+    }
+
+    /// Whether the local copy of `record` may be deleted because the remote has the content: remote storage
+    /// confirms it (see ``remoteCopyEvidence(for:)``), or cannot be asked and the record says the content
+    /// reached it. A remote that has lost or changed the file, or cannot be reached, keeps the local copy
+    /// (logged; a later pass asks again).
+    func mayDeleteLocalCopy(of record: AttachmentRecord, why: String) async -> Bool {
+        guard record.hasSynced else { return false }
+        switch await remoteCopyEvidence(for: record) {
+        case .intact, .cannotAsk:
+            return true
+        case .notIntact(let reason):
+            logger.warning(
+                "kept a local file instead of \(why): remote storage does not hold its content",
+                metadata: ["attachment": "\(record.id)", "remote": "\(reason)"])
+            return false
+        case .unreachable(let error):
+            logError(
+                "kept a local file instead of \(why): remote storage could not confirm its copy", error, id: record.id)
+            return false
         }
     }
 

@@ -5,10 +5,10 @@ extension AttachmentQueue {
     /// Checks what `saveFile(fileURL:)` was given: an existing regular file (directly or through symbolic
     /// links), not inside the attachments directory when it is to be moved. Returns whether it is a link.
     func checkSourceFile(_ path: String, moving: Bool) throws -> Bool {
-        guard let entry = files.info(atPath: path) else {
+        guard let entry = try files.info(atPath: path) else {
             throw AttachmentError(code: .localFileNotFound, message: "no file to save at \(path)", path: path)
         }
-        guard let target = files.infoFollowingLinks(atPath: path) else {
+        guard let target = try files.infoFollowingLinks(atPath: path) else {
             throw AttachmentError(
                 code: .localFileNotFound, message: "\(path) is a symbolic link to nothing", path: path)
         }

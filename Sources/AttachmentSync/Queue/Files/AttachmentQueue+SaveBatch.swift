@@ -237,7 +237,7 @@ extension AttachmentQueue {
             case .file(let url, let moveFile):
                 let source = url.standardizedFileURL.path
                 // A second name for the caller's file (no bytes copied), when moving within one volume.
-                if moveFile, files.info(atPath: source)?.kind != .symbolicLink,
+                if moveFile, try files.info(atPath: source)?.kind != .symbolicLink,
                     (try? files.link(source, to: staged)) != nil
                 {
                     (entry.size, entry.sha256) = try await files.digest(ofFileAt: staged)

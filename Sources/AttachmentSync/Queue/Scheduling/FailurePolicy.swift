@@ -38,6 +38,13 @@ struct FailurePolicy: Sendable {
         return .retry(at: now.addingClamped(delay.clampedMilliseconds))
     }
 
+    /// When to try again after the `wait`-th failure in a row that spent no attempt (the network's, or local
+    /// files out of reach): the backoff's delay for that count, never given up.
+    func retryTime(afterWait wait: Int, now: Int64, using generator: inout some RandomNumberGenerator) -> Int64 {
+        let delay = retryBackoff.delay(afterAttempt: wait, retryAfter: nil, using: &generator)
+        return now.addingClamped(delay.clampedMilliseconds)
+    }
+
     /// The decision after the `wait`-th download in a row found no remote file: the uploading device has
     /// not finished. Not a failed attempt: ``maxAttempts`` does not apply, only the error handler's verdict
     /// (asked with the attempt count the failures so far make), and the wait follows

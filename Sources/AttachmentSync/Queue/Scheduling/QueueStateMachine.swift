@@ -139,6 +139,8 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
     private(set) var retryWake: (time: Int64, handle: Handle?)?
     /// Calls that change records or files in progress, which `close` waits for.
     private(set) var operationsInProgress = 0
+    /// A transfer could not reach the local files and none has completed since.
+    private(set) var waitingForLocalFiles = false
     private var operationWaiters: [Waiter] = []
     /// The ids of the previous emission of the watch, once reconciled (see `AttachmentQueue.reconcile`).
     private var reconciledWatch: [String]?
@@ -476,6 +478,18 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
     /// A transfer of `id` that ran in `state` ended. A failed one waits for the next trigger, as does one
     /// interrupted while sync is off; the queue asks for a fresh read to fill the slot (while transfers may
     /// start), counted as in flight from now, so a `syncNow` cannot see the queue idle before it.
+    /// A transfer could not reach the local files (``AttachmentColumn/localUnavailable``).
+    mutating func noteLocalFilesOutOfReach() {
+        waitingForLocalFiles = true
+    }
+
+    /// A transfer completed, so the local files are in reach: whether transfers waiting for them since the
+    /// last such note should run now (once).
+    mutating func noteLocalFilesReached() -> Bool {
+        defer { waitingForLocalFiles = false }
+        return waitingForLocalFiles
+    }
+
     mutating func transferFinished(_ id: String, state: AttachmentState, _ finish: Finish) -> FinishOutcome {
         let transfer = transfers.removeValue(forKey: id)
         if finish != .cancelled { raised.remove(id) }

@@ -7,10 +7,21 @@ public struct LocalFileRepair: Sendable {
     /// The attachments whose damaged or missing local content was let go: queued to download again
     /// (``AttachmentState/queuedDownload``), or left remote-only when they are archived or on demand.
     public var refetched: [String]
+    /// Damaged files set aside instead of deleted, by attachment id: where each is now (in the
+    /// `attachment-sync-damaged` folder of the attachments directory, which the queue never cleans up).
+    /// A damaged file is deleted only once remote storage has confirmed it holds the content intact; a remote
+    /// that cannot describe its files (not a ``ListableRemoteStorage``, or one that keeps no SHA-256) cannot,
+    /// so the file is kept there, as the only copy it may be. Delete them once the fetched copies are checked.
+    public var movedAside: [String: String] = [:]
     /// Findings left as they are: content that never reached remote storage (the file is the only copy,
-    /// damaged or not, and is never removed), files no record claims (the next startup removes those the
-    /// queue made), and attachments that changed or were being transferred meanwhile.
+    /// damaged or not, and is never removed), damaged content remote storage does not hold intact (or could
+    /// not be asked about: nothing is changed while it cannot be reached), files that cannot be read, files
+    /// no record claims (the next startup removes those the queue made), and attachments that changed or were
+    /// being transferred meanwhile. ``reasons`` says why, by file.
     public var leftAlone: [LocalFileVerification.Finding]
+    /// Why each finding of ``leftAlone`` was left alone, by its ``LocalFileVerification/Finding/file``, when
+    /// the remote had a say (it lacks the content, or could not be asked).
+    public var reasons: [String: String] = [:]
 }
 
 /// What ``AttachmentQueue/repairRemoteFiles()`` found and did.
@@ -34,8 +45,15 @@ extension AttachmentQueue {
     ///
     /// A synced attachment downloaded eagerly goes back to ``AttachmentState/queuedDownload`` (the pass this
     /// call triggers downloads it, checked against the record's SHA-256); an on-demand or archived one keeps
-    /// its state without content. The damaged file is removed only after its record let go of it. Content
-    /// that never reached remote storage is never touched: a damaged only copy is reported, not deleted.
+    /// its state without content. Content that never reached remote storage is never touched: a damaged only
+    /// copy is reported, not deleted.
+    ///
+    /// A damaged file (of the wrong size or SHA-256; it may still be mostly right) is deleted only after
+    /// remote storage confirmed, asked now, that it holds the content intact: a file of the record's size
+    /// stored with the record's SHA-256 (``ListableRemoteStorage/fileInfo(attachment:)``). Where the remote
+    /// cannot be asked (it is not a ``ListableRemoteStorage`` or keeps no SHA-256), the damaged file is moved
+    /// aside (``LocalFileRepair/movedAside``) and fetched again; where it lacks the content or cannot be
+    /// reached, nothing is changed (``LocalFileRepair/reasons``).
     /// Safe while syncing: each change is conditional on the record still claiming that file, and
     /// attachments being saved or transferred are skipped.
     ///
@@ -52,22 +70,59 @@ extension AttachmentQueue {
             let verification = try await LocalFileVerification.verify(
                 db: db, attachmentsDirectory: attachmentsDirectory.path,
                 table: configuration.attachmentsQueueTableName, subdirectories: configuration.subdirectories)
-            var refetched: [String] = []
-            var leftAlone: [LocalFileVerification.Finding] = []
+            var repair = LocalFileRepair(verification: verification, refetched: [], leftAlone: [])
             for finding in verification.findings {
-                guard let id = finding.attachmentId, finding.remoteHasContent, finding.problem != .unclaimed,
-                    machine.mayStartOnRequest(id), try await letGo(of: finding.file, id: id)
-                else {
-                    leftAlone.append(finding)
+                guard let id = finding.attachmentId, finding.remoteHasContent, machine.mayStartOnRequest(id) else {
+                    repair.leftAlone.append(finding)
                     continue
                 }
-                refetched.append(id)
+                let damaged: Bool
+                switch finding.problem {
+                case .missing: damaged = false
+                case .wrongSize, .wrongHash: damaged = true
+                case .unclaimed, .unreadable:
+                    repair.leftAlone.append(finding)
+                    continue
+                }
+                var disposal = Disposal.delete
+                if damaged {
+                    let store = store
+                    guard let record = try await db.readTransaction({ tx in try store.record(id: id, in: tx) }) else {
+                        repair.leftAlone.append(finding)
+                        continue
+                    }
+                    switch await remoteCopyEvidence(for: record) {
+                    case .intact:
+                        disposal = .delete
+                    case .cannotAsk:
+                        disposal = .moveAside
+                    case .notIntact(let why):
+                        repair.leftAlone.append(finding)
+                        repair.reasons[finding.file] = why + "; the local file is kept as it is"
+                        continue
+                    case .unreachable(let error):
+                        repair.leftAlone.append(finding)
+                        repair.reasons[finding.file] =
+                            "remote storage could not be asked (\(error)); nothing was changed"
+                        continue
+                    }
+                }
+                let outcome = try await letGo(of: finding.file, id: id, disposal)
+                guard outcome.letGo else {
+                    repair.leftAlone.append(finding)
+                    continue
+                }
+                repair.refetched.append(id)
+                if let aside = outcome.movedTo { repair.movedAside[id] = aside }
                 logger.warning(
                     "a local file disagreed with its record; it will be fetched again",
-                    metadata: ["attachment": "\(id)", "problem": "\(finding.problem)"])
+                    metadata: [
+                        "attachment": "\(id)", "problem": "\(finding.problem)",
+                        "set aside": "\(outcome.movedTo ?? "no")",
+                    ])
             }
-            if !refetched.isEmpty { trigger() }
-            return LocalFileRepair(verification: verification, refetched: refetched, leftAlone: leftAlone)
+            if !repair.refetched.isEmpty { trigger() }
+            return repair
         }
     }
 
@@ -134,7 +189,7 @@ extension AttachmentQueue {
             record.state == .synced, let relative = record.localPath
         else { return false }
         let path = localPath(relative)
-        guard files.infoFollowingLinks(atPath: path)?.kind == .regular else { return false }
+        guard try files.infoFollowingLinks(atPath: path)?.kind == .regular else { return false }
         let digest = try await files.digest(ofFileAt: path)
         if let size = record.size, size != digest.size { return false }
         if let hash = record.contentHash?.lowercased(), hash != digest.sha256 { return false }
@@ -153,11 +208,42 @@ extension AttachmentQueue {
         return requeued
     }
 
+    /// What becomes of a damaged local file once its record lets go of it.
+    enum Disposal {
+        /// Deleted: remote storage holds the content intact.
+        case delete
+        /// Moved into the `attachment-sync-damaged` folder: nothing confirmed the remote holds it.
+        case moveAside
+    }
+
+    /// The folder of the attachments directory where repairs keep damaged files they could not prove
+    /// redundant. Startup leaves folders alone.
+    static let damagedFolderName = "attachment-sync-damaged"
+
     /// The record of `id` lets go of its file `relative` (if it still claims it and its content was uploaded
-    /// or downloaded), queued to download again when it is a synced, eagerly downloaded attachment; then the
-    /// file is removed. `false` when the record changed meanwhile.
-    private func letGo(of relative: String, id: String) async throws -> Bool {
+    /// or downloaded), queued to download again when it is a synced, eagerly downloaded attachment; the file
+    /// is removed, or moved aside (`disposal`). `letGo` is `false` when the record changed meanwhile (a file
+    /// moved aside then goes back); `movedTo` says where the file was moved, if it was.
+    private func letGo(of relative: String, id: String, _ disposal: Disposal) async throws -> (
+        letGo: Bool, movedTo: String?
+    ) {
         let store = store
+        var aside: String?
+        if disposal == .moveAside, try files.info(atPath: localPath(relative)) != nil {
+            // Moved before the record lets go: a crash in between leaves a record that claims a missing file
+            // (startup fetches it again), never a file nobody claims (startup would remove it).
+            let folder = localPath(Self.damagedFolderName)
+            try await localStorage.makeDir(path: folder)
+            let name = (relative as NSString).lastPathComponent
+            var target = FileName.join(folder, name)
+            var number = 1
+            while try files.info(atPath: target) != nil, number < 1000 {
+                number += 1
+                target = FileName.join(folder, "\(name).\(number)")
+            }
+            try await localStorage.moveFile(sourcePath: localPath(relative), targetPath: target)
+            aside = target
+        }
         let timestamp = timestamps.next()
         let released = try await db.writeTransaction { tx -> Bool in
             guard let record = try store.record(id: id, in: tx), record.localPath == relative, record.hasSynced
@@ -170,9 +256,14 @@ extension AttachmentQueue {
             guard record.state == .synced || record.state == .archived else { return false }
             return try store.releaseUploadedContent(id: id, ifState: record.state, localPath: relative, in: tx)
         }
-        guard released else { return false }
+        guard released else {
+            if let aside, try files.info(atPath: localPath(relative)) == nil {
+                try await localStorage.moveFile(sourcePath: aside, targetPath: localPath(relative))
+            }
+            return (false, nil)
+        }
         machine.noteChanged(id)
-        try await localStorage.deleteFile(filePath: localPath(relative))
-        return true
+        if aside == nil { try await localStorage.deleteFile(filePath: localPath(relative)) }
+        return (true, aside)
     }
 }

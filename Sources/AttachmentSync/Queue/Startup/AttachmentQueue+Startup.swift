@@ -284,8 +284,8 @@ extension AttachmentQueue {
             // With plain files, only when both names are one file (the twin was made with a hard link);
             // otherwise it is judged like any other file.
             if plain {
-                guard let twin = files.info(atPath: localPath(staging)),
-                    let placed = files.info(atPath: localPath(name)),
+                guard let twin = try files.info(atPath: localPath(staging)),
+                    let placed = try files.info(atPath: localPath(name)),
                     twin.identity == placed.identity
                 else {
                     if Self.isLeftover(name, plan.unclaimed) { candidates.append(name) }
@@ -299,7 +299,7 @@ extension AttachmentQueue {
         var foreign = plan.foreign
         for name in candidates where !removedTwins.contains(name) && !referencedNow.contains(name) {
             if inBackground { try Task.checkCancellation() }
-            if plain, files.info(atPath: localPath(name))?.kind == .directory {
+            if plain, try files.info(atPath: localPath(name))?.kind == .directory {
                 foreign.append(name)
                 continue
             }

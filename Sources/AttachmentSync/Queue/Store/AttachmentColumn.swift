@@ -21,9 +21,15 @@ enum AttachmentColumn: String, CaseIterable, Sendable {
     case lastUsedAt = "last_used_at"
     case givenUp = "given_up"
     case awaitingUpload = "awaiting_upload"
-    /// 1 when the last failure was the network's (no answer from remote storage): its backoff resets when the
-    /// network comes back.
+    /// How many tries in a row failed for the network (no answer from remote storage at all), else NULL.
+    /// Such failures spend no attempt; the count sets their backoff, which resets when the network comes
+    /// back.
     case connectivityFailure = "connectivity_failure"
+    /// How many tries in a row could not reach the local file or folder (permission denied, an I/O error,
+    /// the protected data of a locked device: anything but "no such file"), else NULL. Such failures spend
+    /// no attempt and give nothing up; the count sets their backoff, which resets once a transfer reaches
+    /// the local files again.
+    case localUnavailable = "local_unavailable"
 
     /// The column's name in SQL.
     var name: String { rawValue }
@@ -33,7 +39,7 @@ enum AttachmentColumn: String, CaseIterable, Sendable {
         switch self {
         case .filename, .localUri, .mediaType, .metaData, .contentHash, .lastError: .text(name)
         case .timestamp, .size, .state, .hasSynced, .attempts, .nextAttemptAt, .onDemand, .pinned, .lastUsedAt,
-            .givenUp, .awaitingUpload, .connectivityFailure:
+            .givenUp, .awaitingUpload, .connectivityFailure, .localUnavailable:
             .integer(name)
         }
     }

@@ -32,8 +32,10 @@ struct AttachmentRecord: Sendable, Hashable {
     /// How many downloads in a row found no remote file: the uploading device has not finished (see
     /// ``AttachmentQueue/Configuration/notUploadedYetBackoff``); `nil` when the last answer was another.
     var awaitingUpload: Int?
-    /// Whether the last failure was the network's (see ``AttachmentColumn/connectivityFailure``).
-    var connectivityFailure = false
+    /// How many tries in a row failed for the network (see ``AttachmentColumn/connectivityFailure``).
+    var connectivityFailures: Int?
+    /// How many tries in a row could not reach the local files (see ``AttachmentColumn/localUnavailable``).
+    var localUnavailable: Int?
 
     /// Whether the content is on this device and has never reached remote storage: the local file is the
     /// only copy, so nothing may evict or purge it.
@@ -96,7 +98,8 @@ struct AttachmentRecord: Sendable, Hashable {
         lastUsedAt = try cursor.getInt64Optional(name: "last_used_at")
         givenUp = try cursor.getIntOptional(name: "given_up").flatMap(AttachmentState.init(rawValue:))
         awaitingUpload = try cursor.getIntOptional(name: "awaiting_upload")
-        connectivityFailure = try cursor.getBooleanOptional(name: "connectivity_failure") ?? false
+        connectivityFailures = try cursor.getIntOptional(name: "connectivity_failure")
+        localUnavailable = try cursor.getIntOptional(name: "local_unavailable")
     }
 
     /// The value this record stores in `column`.
@@ -119,7 +122,8 @@ struct AttachmentRecord: Sendable, Hashable {
         case .lastUsedAt: lastUsedAt
         case .givenUp: givenUp?.rawValue
         case .awaitingUpload: awaitingUpload
-        case .connectivityFailure: connectivityFailure ? 1 : nil
+        case .connectivityFailure: connectivityFailures
+        case .localUnavailable: localUnavailable
         }
     }
 

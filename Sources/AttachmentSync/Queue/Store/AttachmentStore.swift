@@ -133,12 +133,21 @@ struct AttachmentStore: Sendable {
         ) { try AttachmentRecord(cursor: $0) }
     }
 
-    /// Forgets the failures of queued records whose last failure was the network's: their attempts and backoff
-    /// start over, and they are due at once. Returns how many there were.
+    /// Lets queued records whose last tries failed for the network run at once, their backoff started over
+    /// (those failures spent no attempt). Returns how many there were.
     func resetConnectivityFailures(in tx: SqlTransaction) throws -> Int {
         try tx.cached.execute(
-            sql: "UPDATE \(table) SET attempts = 0, next_attempt_at = NULL, connectivity_failure = NULL "
-                + "WHERE connectivity_failure = 1 AND state IN \(StateSet.queuedSQL)",
+            sql: "UPDATE \(table) SET next_attempt_at = NULL, connectivity_failure = NULL "
+                + "WHERE connectivity_failure IS NOT NULL AND state IN \(StateSet.queuedSQL)",
+            arguments: [])
+    }
+
+    /// Lets queued records whose last tries could not reach the local files run at once, their backoff
+    /// started over: the files are in reach again. Returns how many there were.
+    func resetLocalUnavailable(in tx: SqlTransaction) throws -> Int {
+        try tx.cached.execute(
+            sql: "UPDATE \(table) SET next_attempt_at = NULL, local_unavailable = NULL "
+                + "WHERE local_unavailable IS NOT NULL AND state IN \(StateSet.queuedSQL)",
             arguments: [])
     }
 
@@ -178,20 +187,21 @@ struct AttachmentStore: Sendable {
         """
         SELECT 0 AS kind, state, count(*) AS n, CAST(total(size) AS INTEGER) AS bytes,
                CAST(total(CASE WHEN local_uri IS NOT NULL THEN size END) AS INTEGER) AS local,
-               NULL AS id, NULL AS attempts, NULL AS next, NULL AS err
+               NULL AS id, NULL AS attempts, NULL AS next, NULL AS err, NULL AS net, NULL AS lfs
         FROM \(table) GROUP BY state
         UNION ALL
-        SELECT 1, state, NULL, NULL, coalesce(awaiting_upload, 0), id, attempts, next_attempt_at, last_error
+        SELECT 1, state, NULL, NULL, coalesce(awaiting_upload, 0), id, attempts, next_attempt_at, last_error,
+               connectivity_failure, local_unavailable
         FROM \(table) WHERE next_attempt_at IS NOT NULL AND state IN \(StateSet.queuedSQL)
         UNION ALL
         SELECT 2, given_up, NULL, NULL, 0, id, attempts,
-               CASE WHEN local_uri IS NOT NULL AND coalesce(has_synced, 0) = 0 THEN 1 ELSE 0 END, last_error
+               CASE WHEN local_uri IS NOT NULL AND coalesce(has_synced, 0) = 0 THEN 1 ELSE 0 END, last_error, NULL, NULL
         FROM \(table) WHERE given_up IS NOT NULL AND state = \(AttachmentState.archived.rawValue)
         UNION ALL
-        SELECT 3, \(AttachmentState.queuedUpload.rawValue), count(*), CAST(total(size) AS INTEGER), 0, NULL, NULL, NULL, NULL
+        SELECT 3, \(AttachmentState.queuedUpload.rawValue), count(*), CAST(total(size) AS INTEGER), 0, NULL, NULL, NULL, NULL, NULL, NULL
         FROM \(table) WHERE local_uri IS NOT NULL AND coalesce(has_synced, 0) = 0 AND state IN \(StateSet.sql([.queuedUpload, .archived]))
         UNION ALL
-        SELECT 4, 0, count(*), CAST(total(size) AS INTEGER), 0, class, NULL, NULL, NULL
+        SELECT 4, 0, count(*), CAST(total(size) AS INTEGER), 0, class, NULL, NULL, NULL, NULL, NULL
         FROM (SELECT size, \(CachePolicy.classSQL) AS class FROM \(table) WHERE local_uri IS NOT NULL) GROUP BY class
         """
     }

@@ -203,7 +203,8 @@ extension AttachmentQueue {
                     code: .invalidState,
                     message: "attachment \(String(reflecting: record.id)) changed while it downloaded",
                     attachmentId: record.id))
-        case .failedOnRequest(let error), .willRetry(let error, _, _), .archived(let error, _):
+        case .failedOnRequest(let error), .willRetry(let error, _, _), .archived(let error, _),
+            .waiting(let error, _, _, _):
             result = .failure(error)
         }
         for waiter in (shared?.waiters ?? [:]).values { waiter.resume(with: result) }

@@ -13,6 +13,9 @@ extension AttachmentQueue {
         /// Failed for the `attempt`-th time; the error handler (or the default) chose to retry, not before
         /// `retryAt` (milliseconds since 1970) when set.
         case willRetry(any Error, attempt: Int, retryAt: Int64?)
+        /// Failed in a way that is no failed try (see ``TransferWorker/WaitReason``): waits, not before
+        /// `retryAt` when set, its `attempt` count unchanged.
+        case waiting(any Error, reason: TransferWorker.WaitReason, attempt: Int, retryAt: Int64?)
         /// Failed and archived after `attempts` tries (by the error handler, `maxAttempts`, or because the
         /// local file to upload is gone).
         case archived(any Error, attempts: Int)
@@ -64,7 +67,13 @@ extension AttachmentQueue {
         case .cancelled: finish = .cancelled
         case .willRetry(let error, _, _):
             finish = AdaptiveConcurrency.isOverload(error) ? .refused : .willRetry
+        case .waiting(_, let reason, _, _):
+            if reason == .localFiles { machine.noteLocalFilesOutOfReach() }
+            finish = .willRetry
         case .completed, .superseded, .archived, .failedOnRequest: finish = .done
+        }
+        if case .completed = outcome, machine.noteLocalFilesReached() {
+            await restartLocalFileWaits()
         }
         let next = machine.transferFinished(record.id, state: record.state, finish)
         progressCenter.noteConcurrency(machine.maxConcurrentTransfers, maximum: configuration.maxConcurrentTransfers)
@@ -72,7 +81,7 @@ extension AttachmentQueue {
         switch outcome {
         case .completed, .superseded, .cancelled:
             break
-        case .willRetry(let error, _, _):
+        case .willRetry(let error, _, _), .waiting(let error, _, _, _):
             logError("\(record.state) failed; it will be retried", error, id: record.id)
         case .archived(let error, _):
             logError("\(record.state) failed; the attachment was archived", error, id: record.id)
@@ -89,6 +98,23 @@ extension AttachmentQueue {
             await Task { await self.startQueuedTransfers(read) }.value
         }
         for waiter in next.resume + machine.resumeIfIdle() { waiter.resume() }
+    }
+
+    /// A transfer reached the local files again after others could not: those run at once, their backoff
+    /// started over.
+    func restartLocalFileWaits() async {
+        let store = store
+        do {
+            let reset = try await db.writeTransaction { tx in try store.resetLocalUnavailable(in: tx) }
+            if reset > 0 {
+                logger.info(
+                    "the local files are in reach again: retrying the transfers that waited for them",
+                    metadata: ["count": "\(reset)"])
+                trigger()
+            }
+        } catch {
+            logError("restarting the transfers that waited for the local files failed", error)
+        }
     }
 
     /// Removes the partial file of an interrupted download unless its attachment still waits for content
@@ -118,7 +144,7 @@ extension AttachmentQueue {
             }
         case .superseded, .cancelled:
             progressCenter.end(id, status: .cancelled)
-        case .willRetry(let error, let attempt, let retryAt):
+        case .willRetry(let error, let attempt, let retryAt), .waiting(let error, _, let attempt, let retryAt):
             let typed = AttachmentError.wrapping(error, attachmentId: id)
             progressCenter.end(id, status: .failed(typed))
             let date = retryAt.map(WallClock.date(milliseconds:))
@@ -137,6 +163,6 @@ extension AttachmentQueue {
     /// Columns that clear a transfer's retry state once it succeeds.
     static let retryStateCleared: [(column: String, value: (any SqlValueConvertible)?)] = [
         ("attempts", 0), ("next_attempt_at", nil), ("last_error", nil), ("awaiting_upload", nil),
-        ("connectivity_failure", nil),
+        ("connectivity_failure", nil), ("local_unavailable", nil),
     ]
 }

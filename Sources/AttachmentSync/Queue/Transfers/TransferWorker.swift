@@ -70,6 +70,14 @@ struct TransferWorker: Sendable {
         _ record: AttachmentRecord, _ attachment: Attachment
     ) async throws -> TransferOutcome {
         guard let path = attachment.localUri, try await local.fileExists(filePath: path) else {
+            // Only a file the file system says is not there ("no such file") is gone. One it cannot look at
+            // (throws) or sees where the adapter does not may be intact: that is no reason to let go of it.
+            if let path = attachment.localUri, try files.info(atPath: path) != nil {
+                throw AttachmentError(
+                    code: .fileSystem,
+                    message: "the local storage adapter does not see the file to upload, which is there",
+                    attachmentId: record.id, path: path)
+            }
             // The only copy is gone: there is nothing to upload, ever.
             let error = AttachmentError(
                 code: .localFileNotFound,
@@ -211,7 +219,7 @@ struct TransferWorker: Sendable {
     /// gave one for exactly as many bytes as the file holds; otherwise read from the file.
     private func writtenDigest(_ info: RemoteObjectInfo, ofFileAt path: String) async throws -> (Int64, String) {
         if let written = info.writtenSHA256?.lowercased(), FileStreaming.isSHA256(written),
-            let size = info.writtenSize, files.info(atPath: path)?.size == size
+            let size = info.writtenSize, try files.info(atPath: path)?.size == size
         {
             return (size, written)
         }
@@ -264,6 +272,12 @@ struct TransferWorker: Sendable {
     /// Counts the failure, then retries after the backoff delay (or the server's `Retry-After`, when
     /// longer, but never beyond the backoff's ``RetryBackoff/maximumDelay``) or gives up: the error handler
     /// decides first (given the attempt count), then `maxAttempts`.
+    ///
+    /// Two kinds of failure are no failed try of the transfer and are neither counted nor given to the error
+    /// handler: the local files out of reach (any file system error but "no such file": a permission, an I/O
+    /// error, a locked device's protected data), and the network's (no answer from remote storage at all,
+    /// whatever the network source says at that moment). The transfer waits on its own backoff and runs
+    /// again at once when the files are in reach again or the network comes back.
     private func handleFailure(
         _ record: AttachmentRecord, _ attachment: Attachment, _ error: any Error
     ) async -> TransferOutcome {
@@ -276,12 +290,25 @@ struct TransferWorker: Sendable {
             return (try? await giveUp(record, because: error, attempts: attempt))
                 ?? .willRetry(error, attempt: attempt, retryAt: nil)
         }
+        if (try? localFilesOutOfReach(record, attachment, error)) ?? true {
+            logger.warning(
+                "a transfer could not reach its local files; it waits for them, not counted as a failed try",
+                metadata: ["attachment": "\(record.id)", "error": "\(error)"])
+            return await waitWithoutAttempt(record, error, for: .localFiles)
+        }
         if !network.withLock({ $0.isReachable }) {
             // The network is gone: this is no failed try. The transfer waits for it (as if interrupted).
             logger.debug(
                 "a transfer failed while the network is unreachable; not counted",
                 metadata: ["attachment": "\(record.id)", "error": "\(error)"])
             return .cancelled
+        }
+        if Self.isConnectivityFailure(error) {
+            // No answer at all: the network's failure, even if the network source has not said so yet.
+            logger.debug(
+                "a transfer got no answer from remote storage; not counted",
+                metadata: ["attachment": "\(record.id)", "error": "\(error)"])
+            return await waitWithoutAttempt(record, error, for: .network)
         }
         var handlerRetries = true
         if let handler = errorHandler {
@@ -315,8 +342,7 @@ struct TransferWorker: Sendable {
                     id: record.id, ifState: record.state,
                     set: [
                         ("attempts", attempt), ("next_attempt_at", next), ("last_error", String(message)),
-                        ("awaiting_upload", nil),
-                        ("connectivity_failure", Self.isConnectivityFailure(error) ? 1 : nil),
+                        ("awaiting_upload", nil), ("connectivity_failure", nil), ("local_unavailable", nil),
                     ], in: tx)
             }
             return .willRetry(error, attempt: attempt, retryAt: next)
@@ -325,11 +351,89 @@ struct TransferWorker: Sendable {
         }
     }
 
+    /// Why a transfer waits without having spent an attempt.
+    enum WaitReason: Sendable {
+        /// No answer from remote storage.
+        case network
+        /// The local file or folder was out of reach.
+        case localFiles
+    }
+
+    /// Books a failure that is no failed try (see ``handleFailure(_:_:_:)``): the attempt count stays, the
+    /// count of such failures in a row (per `reason`) sets the backoff, and the error handler is not asked.
+    private func waitWithoutAttempt(
+        _ record: AttachmentRecord, _ error: any Error, for reason: WaitReason
+    ) async -> TransferOutcome {
+        let (column, other, previous) =
+            switch reason {
+            case .network: ("connectivity_failure", "local_unavailable", record.connectivityFailures)
+            case .localFiles: ("local_unavailable", "connectivity_failure", record.localUnavailable)
+            }
+        let waits = (previous ?? 0) + 1
+        var generator = SystemRandomNumberGenerator()
+        let next = failurePolicy.retryTime(afterWait: waits, now: wallClock.milliseconds(), using: &generator)
+        let store = store
+        let message = String(String(describing: error).prefix(1000))
+        do {
+            _ = try await db.writeTransaction { tx in
+                // The timestamp stays: a failure is no state change, and must not wake the sync trigger.
+                try store.update(
+                    id: record.id, ifState: record.state,
+                    set: [
+                        ("next_attempt_at", next), ("last_error", message), (column, waits), (other, nil),
+                        ("awaiting_upload", nil),
+                    ], in: tx)
+            }
+        } catch {
+            return .waiting(error, reason: reason, attempt: record.attempts, retryAt: nil)
+        }
+        return .waiting(error, reason: reason, attempt: record.attempts, retryAt: next)
+    }
+
+    /// Whether a transfer failed because its local files were out of reach: the error is a file system
+    /// error (other than "no such file") about a path in the attachments directory, or, as adapters may
+    /// report such failures in their own words, the file (an upload's) or its place (a download's) cannot
+    /// be looked at or read now. Throws when the look itself fails in another way.
+    private func localFilesOutOfReach(
+        _ record: AttachmentRecord, _ attachment: Attachment, _ error: any Error
+    ) throws -> Bool {
+        if Self.isLocalFileSystemFailure(error, inside: directoryPath) { return true }
+        do {
+            if record.state == .queuedUpload, let path = attachment.localUri {
+                if try files.info(atPath: path) != nil { try files.openForReading(atPath: path).close() }
+            } else {
+                _ = try files.info(atPath: FileName.join(directoryPath, try record.localName()))
+            }
+            return false
+        } catch {
+            return Self.isLocalFileSystemFailure(error, inside: directoryPath)
+        }
+    }
+
+    /// Whether `error` is a file system error about a path in `directory` (or the folder itself) for
+    /// another reason than "no such file": the file may be there, out of reach for now.
+    static func isLocalFileSystemFailure(_ error: any Error, inside directory: String) -> Bool {
+        guard let error = error as? AttachmentError, error.code == .fileSystem else { return false }
+        if let path = error.path {
+            let folder = directory.hasSuffix("/") ? String(directory.dropLast()) : directory
+            guard path == folder || path.hasPrefix(folder + "/") else { return false }
+        }
+        if let posix = error.underlying as? POSIXError, posix.code == .ENOENT { return false }
+        if let cocoa = error.underlying as? CocoaError,
+            cocoa.code == .fileNoSuchFile || cocoa.code == .fileReadNoSuchFile
+        {
+            return false
+        }
+        return true
+    }
+
     /// Whether `error` says remote storage could not be reached (no answer at all), rather than that it
-    /// answered with a failure: `remoteUnavailable` without an HTTP answer behind it, or a `URLError`.
+    /// answered with a failure: `remoteUnavailable` without an HTTP answer behind it (no overload signal, no
+    /// `Retry-After`), or a `URLError`.
     static func isConnectivityFailure(_ error: any Error) -> Bool {
         if error is URLError { return true }
-        guard let error = error as? AttachmentError, error.code == .remoteUnavailable else { return false }
+        guard let error = error as? AttachmentError, error.code == .remoteUnavailable, error.retryAfter == nil
+        else { return false }
         return !(error.underlying is any RemoteOverloadSignal)
     }
 

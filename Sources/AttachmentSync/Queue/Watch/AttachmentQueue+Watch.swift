@@ -16,10 +16,12 @@ extension AttachmentQueue {
                 let stream = try makeStream()
                 for try await items in stream {
                     failures = 0
+                    // Changed rows may mean another device's upload has landed: the downloads that waited for
+                    // one are asked for again. Before the reconcile, so that a record it makes, whose first
+                    // download may fail before this line, keeps the wait that failure set.
+                    await bringForwardAwaitingUploads(minimumSpacing: .seconds(5))
                     await reconcile(items, keepingRecordsChangedSince: changedSince)
                     changedSince = nil
-                    // Changed rows may mean another device's upload has landed.
-                    await bringForwardAwaitingUploads(minimumSpacing: .seconds(5))
                 }
                 if !Task.isCancelled {
                     logger.info("the watched attachments stream ended; attachments are no longer followed")
