@@ -218,3 +218,139 @@ struct MultipartReplacementTests {
         }
     }
 }
+
+/// The window no check closes on Ceph: an object stored after the last look and before the completion is
+/// replaced by it. With versioning on, the replaced object stays as a noncurrent version.
+@Suite("The window left by Ceph's unconditional CompleteMultipartUpload")
+struct MultipartReplacementWindowTests {
+    /// Sends `body` with `curl` to a presigned PUT URL, blocking the calling thread until it is stored: what
+    /// another device does at that instant (a request observer cannot wait for async work).
+    static func putBlocking(_ body: Data, to url: URL, directory: URL) throws {
+        let file = directory.appendingPathComponent("other-device-\(UUID().uuidString)")
+        try body.write(to: file)
+        let curl = Process()
+        curl.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        curl.arguments = ["-sf", "-m", "30", "-X", "PUT", "--data-binary", "@\(file.path)", url.absoluteString]
+        try curl.run()
+        curl.waitUntilExit()
+        try #require(curl.terminationStatus == 0, "curl PUT failed with \(curl.terminationStatus)")
+    }
+
+    @Test("an object stored between the last HEAD and the completion is replaced; versioning keeps it")
+    func objectStoredInTheWindowIsAVersion() async throws {
+        try await S3TestBucket.with("mp-window") { admin, bucket in
+            try await withTemporaryDirectory { directory in
+                try await admin.setVersioning(enabled: true)
+                let content = testBytes(count: 11 * MultipartReplacementTests.mebibyte, seed: 14)
+                let source = directory.appendingPathComponent("clip.mp4")
+                try content.write(to: source)
+                let file = MultipartReplacementTests.attachment("clip.mp4", content)
+                let other = Data("stored in the window".utf8)
+                let otherURL = try await admin.presignedURL(for: file, method: .put, expiresIn: .seconds(600))
+                let storage = try bucket.makeStorage { configuration in
+                    configuration.multipartThreshold = MultipartReplacementTests.fiveMiB
+                    configuration.partSize = MultipartReplacementTests.fiveMiB
+                    configuration.requestObserver = { event in
+                        // Another device stores the name after the last look, as the completion leaves.
+                        if event.operation == "CompleteMultipartUpload" {
+                            try Self.putBlocking(other, to: otherURL, directory: directory)
+                        }
+                    }
+                }
+                try await storage.uploadFile(fileURL: source, attachment: file) { _ in }
+                try await storage.shutdown()
+                // The completion replaced it (Ceph ignores If-None-Match there) and the check after it saw
+                // this upload's own content...
+                #expect(try await admin.downloadFile(attachment: file) == content)
+                // ...and the other device's object is the noncurrent version, to restore from.
+                let versions = try await admin.listVersions(key: "clip.mp4")
+                #expect(versions.count == 2)
+                let older = try #require(versions.first { !$0.isLatest })
+                #expect(try await admin.downloadVersion(key: "clip.mp4", versionId: older.versionId) == other)
+                try await admin.deleteAllVersions()
+            }
+        }
+    }
+}
+
+extension MultipartReplacementWindowTests {
+    @Test("an object that replaces the completed upload before the check after it is a conflict, not a success")
+    func replacedRightAfterCompletingIsAConflict() async throws {
+        try await S3TestBucket.with("mp-after") { admin, bucket in
+            try await withTemporaryDirectory { directory in
+                let content = testBytes(count: 11 * MultipartReplacementTests.mebibyte, seed: 15)
+                let source = directory.appendingPathComponent("clip.mp4")
+                try content.write(to: source)
+                let file = MultipartReplacementTests.attachment("clip.mp4", content)
+                let other = Data("stored right after the completion".utf8)
+                let otherURL = try await admin.presignedURL(for: file, method: .put, expiresIn: .seconds(600))
+                let completed = LockedValue(false)
+                let storage = try bucket.makeStorage { configuration in
+                    configuration.multipartThreshold = MultipartReplacementTests.fiveMiB
+                    configuration.partSize = MultipartReplacementTests.fiveMiB
+                    configuration.requestObserver = { event in
+                        if event.operation == "CompleteMultipartUpload" {
+                            completed.withLock { $0 = true }
+                        } else if event.operation == "HeadObject", completed.withLock({ $0 }) {
+                            try MultipartReplacementWindowTests.putBlocking(other, to: otherURL, directory: directory)
+                        }
+                    }
+                }
+                let conflict = await #expect(throws: AttachmentError.self) {
+                    try await storage.uploadFile(fileURL: source, attachment: file) { _ in }
+                }
+                try await storage.shutdown()
+                #expect(conflict?.code == .conflict)
+                #expect(try await admin.downloadFile(attachment: file) == other)
+            }
+        }
+    }
+}
+
+extension S3RemoteStorage {
+    /// Turns the bucket's versioning on or suspends it.
+    func setVersioning(enabled: Bool) async throws {
+        let body = Data(
+            ("<VersioningConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Status>"
+                + (enabled ? "Enabled" : "Suspended") + "</Status></VersioningConfiguration>").utf8)
+        let request = S3Request(
+            method: .PUT, key: nil, query: [("versioning", "")], body: .data(body), payload: .hashing(body),
+            operation: "PutBucketVersioning")
+        let response = try await send(request, attachmentId: nil)
+        _ = try await transport.collect(response, event: request.event, attachmentId: nil, upTo: 1 << 20)
+    }
+
+    /// The versions of `key`, newest first.
+    func listVersions(key: String) async throws -> [(versionId: String, isLatest: Bool)] {
+        let request = S3Request(
+            method: .GET, key: nil, query: [("prefix", key), ("versions", "")], operation: "ListObjectVersions")
+        let response = try await send(request, attachmentId: nil)
+        let body = try await transport.collect(response, event: request.event, attachmentId: nil, upTo: 1 << 20)
+        return try #require(S3XML.parse(body)).children("Version").compactMap { version in
+            guard version.value("Key") == key, let id = version.value("VersionId") else { return nil }
+            return (id, version.value("IsLatest") == "true")
+        }
+    }
+
+    /// Deletes every version and delete marker in the bucket (a versioned bucket is deleted empty of them).
+    func deleteAllVersions() async throws {
+        let request = S3Request(method: .GET, key: nil, query: [("versions", "")], operation: "ListObjectVersions")
+        let response = try await send(request, attachmentId: nil)
+        let body = try await transport.collect(response, event: request.event, attachmentId: nil, upTo: 1 << 20)
+        let root = try #require(S3XML.parse(body))
+        for entry in root.children("Version") + root.children("DeleteMarker") {
+            guard let key = entry.value("Key"), let id = entry.value("VersionId") else { continue }
+            let delete = S3Request(method: .DELETE, key: key, query: [("versionId", id)], operation: "DeleteObject")
+            let reply = try await send(delete, attachmentId: nil)
+            _ = try await transport.collect(reply, event: delete.event, attachmentId: nil, upTo: 1 << 20)
+        }
+    }
+
+    /// One version's bytes.
+    func downloadVersion(key: String, versionId: String) async throws -> Data {
+        let request = S3Request(method: .GET, key: key, query: [("versionId", versionId)], operation: "GetObject")
+        let response = try await send(request, attachmentId: nil)
+        let body = try await transport.collect(response, event: request.event, attachmentId: nil, upTo: 1 << 20)
+        return Data(body.readableBytesView)
+    }
+}
