@@ -307,6 +307,57 @@ extension MultipartReplacementWindowTests {
     }
 }
 
+extension MultipartReplacementWindowTests {
+    @Test("through the queue, a resumed multipart upload that meets another device's object ends as a conflict")
+    func queueGivesUpAResumedUploadAsAConflictAndResolvesIt() async throws {
+        try await S3TestBucket.with("mp-queue") { admin, bucket in
+            try await withTemporaryDirectory { directory in
+                let content = testBytes(count: 16 * MultipartReplacementTests.mebibyte, seed: 16)
+                let other = Data("device B's photo".utf8)
+                let record = AttachmentSync.Attachment(id: "clip", filename: "clip.jpg", state: .synced)
+                let otherURL = try await admin.presignedURL(for: record, method: .put, expiresIn: .seconds(600))
+                let interrupted = LockedValue(false)
+                // Device A's third part fails once, as the network drops, just after device B stored the name.
+                let storage = try bucket.makeStorage { configuration in
+                    configuration.multipartThreshold = MultipartReplacementTests.fiveMiB
+                    configuration.partSize = MultipartReplacementTests.fiveMiB
+                    configuration.partConcurrency = 1
+                    configuration.stateDirectory = directory.appendingPathComponent("state")
+                    configuration.requestObserver = { event in
+                        guard event.partNumber == 3, !interrupted.withLock({ $0 }) else { return }
+                        interrupted.withLock { $0 = true }
+                        try MultipartReplacementWindowTests.putBlocking(other, to: otherURL, directory: directory)
+                        throw AttachmentError(code: .remoteUnavailable, message: "injected: network lost")
+                    }
+                }
+                try await S3QueueDevice.with(folder: directory.appendingPathComponent("a"), storage: storage) { a in
+                    let events = a.queue.events
+                    _ = try await a.queue.saveFile(
+                        data: content, mediaType: "image/jpeg", fileExtension: "jpg", id: "clip")
+                    try await a.queue.startSync()
+                    let error = try await withDeadline(seconds: 60, "the upload to be given up") {
+                        () -> AttachmentError in
+                        for await event in events {
+                            if case .gaveUp(let id, let error, _) = event, id == "clip" { return error }
+                        }
+                        throw StreamEnded(what: "events")
+                    }
+                    // Given up as a conflict, both copies kept, no upload left in the bucket
+                    #expect(error.code == .conflict)
+                    #expect(a.bytesOnDisk("clip.jpg") == content)
+                    #expect(try await admin.downloadFile(attachment: record) == other)
+                    #expect(try await admin.listMultipartUploadIds().isEmpty)
+                    // Keeping this device's content replaces the other one, on purpose
+                    _ = try await a.queue.resolveConflict(attachmentId: "clip", keeping: .local)
+                    try await a.waitForState("clip", .synced)
+                    #expect(try await admin.downloadFile(attachment: record) == content)
+                }
+                try await storage.shutdown()
+            }
+        }
+    }
+}
+
 extension S3RemoteStorage {
     /// Turns the bucket's versioning on or suspends it.
     func setVersioning(enabled: Bool) async throws {
