@@ -21,6 +21,9 @@ struct MultipartUploadState: Codable, Sendable, Equatable {
     var uploadId: String
     var createdAt: Date
     var parts: [Part]
+    /// The whole file's SHA-256, stored with the object at creation (`nil` in states saved before it was
+    /// kept here).
+    var sha256: String?
 }
 
 /// The folder of multipart upload states: one JSON file per upload, named after the bucket, the object key

@@ -19,8 +19,15 @@ import Foundation
 ///   parts before it at S3's 5 MiB minimum. The parts a device has uploaded are not counted (the issuer is
 ///   stateless), so a device that breaks those rules on purpose could complete an object of up to
 ///   ``maxObjectSize`` × ``maxPartSize`` / 5 MiB; check the object's size after completion where that matters.
-/// - **No replacing**: uploads carry a signed `If-None-Match: *` when ``requiresCreateOnly`` (the default):
-///   a device cannot overwrite an object, whatever it asks.
+/// - **No replacing**: when ``requiresCreateOnly`` (the default), a single upload carries a signed
+///   `If-None-Match: *`, and a multipart upload is neither started nor completed over an existing object (a
+///   `HEAD` first; its completion URL works for ``completeExpiresIn`` only and carries a signed
+///   `If-None-Match: *` for servers that honour it there, as AWS does and Ceph does not).
+/// - **No copying in, nothing public**: uploads are signed with ``uploadCredentials``, which should create
+///   objects and read none (Ceph acts on an unsigned `x-amz-copy-source` a device adds to an upload URL, and
+///   copies whatever the signing key can read), and with ``cannedACL``, which a device cannot change or add
+///   grants to. Before its first upload authorisation the issuer checks both on the server itself (see
+///   ``verifiesConfinement``) and authorises no upload until they hold.
 /// - **Integrity**: the `Content-MD5` and the SHA-256 the device declares are signed, so the server checks
 ///   the body against the MD5 and stores that SHA-256 for every download to check.
 ///
@@ -31,14 +38,21 @@ import Foundation
 /// // On the server, once:
 /// let issuer = try PresignedURLIssuer(
 ///     storage: .init(endpoint: s3Endpoint, region: "eu-west-1", bucket: "app-files", credentials: .environment),
-///     maxObjectSize: 200 * 1024 * 1024)
+///     maxObjectSize: 200 * 1024 * 1024,
+///     uploadCredentials: .static(accessKeyId: uploadKeyId, secretAccessKey: uploadSecret))
 /// // In the route that answers POST /attachments/authorize, for a signed-in user:
 /// let authorization = try await issuer.forUser(prefix: "users/\(user.id)/").authorize(operation)
 /// ```
 public struct PresignedURLIssuer: Sendable {
-    /// The server, bucket, key prefix and credentials the URLs are signed for (the other options of the
+    /// The server, bucket, key prefix and credentials the URLs are signed for: downloads, `HEAD`s, deletes and
+    /// part listings with its credentials, uploads with ``uploadCredentials`` (the other options of the
     /// configuration are not used).
     public private(set) var storage: S3RemoteStorage.Configuration
+    /// The credentials upload URLs are signed with (single uploads and every step of a multipart upload but
+    /// its part listing): ideally a key that can create objects under the prefix and read none, such as a
+    /// Ceph subuser with `--access write`, so that no upload URL can copy an object in. The default is
+    /// `storage.credentials`.
+    public let uploadCredentials: S3RemoteStorage.CredentialsProvider
     /// The largest object a device may upload, in bytes.
     public var maxObjectSize: Int64
     /// The largest part of a multipart upload, in bytes. The default is 16 MiB, raised to what a file of
@@ -46,6 +60,25 @@ public struct PresignedURLIssuer: Sendable {
     public var maxPartSize: Int64
     /// How long each URL works, 1 second to 7 days. The default is 15 minutes.
     public var expiresIn: Duration = .seconds(900)
+    /// How long a URL that completes a multipart upload works, at most ``expiresIn``: the issuer found no
+    /// object under the name when it signed it, and a short life keeps a device from completing over an object
+    /// stored later. The default is 60 seconds.
+    public var completeExpiresIn: Duration = .seconds(60)
+    /// The canned ACL every single upload and multipart upload is signed with (`x-amz-acl`), or `nil` for
+    /// none. Signed, it cannot be changed by the device, and servers refuse grant headers beside it, so a
+    /// device cannot make its object readable by others. `bucket-owner-full-control` is the one value AWS
+    /// accepts on buckets with ACLs disabled. The default is `"bucket-owner-full-control"`.
+    public var cannedACL: String? = "bucket-owner-full-control"
+    /// Whether the issuer checks, once, on the server, before its first upload authorisation, that an upload
+    /// URL it signs cannot copy another object in (`x-amz-copy-source`, with or without a range, added
+    /// unsigned by the device) nor make its object public (`x-amz-acl`, `x-amz-grant-*`), and authorises no
+    /// upload while it can.
+    ///
+    /// The check writes and deletes a few small objects named `.attachment-sync-probe-…` under the key
+    /// prefix of the first upload authorised, and reads them back with ``storage``'s credentials; a failed
+    /// check is repeated a minute later at the earliest. Turn it off only for a server you have checked
+    /// yourself. The default is `true`.
+    public var verifiesConfinement: Bool = true
     /// The operations devices may do. Leave out ``PresignedOperation/Kind/delete`` for storage that only
     /// grows. The default is all of them.
     public var allowedOperations: Set<PresignedOperation.Kind> = Set(PresignedOperation.Kind.allCases)
@@ -55,8 +88,12 @@ public struct PresignedURLIssuer: Sendable {
     /// The signing date (tests pass their own). The default is `Date()`.
     public var now: @Sendable () -> Date = { Date() }
 
-    private let credentials: CredentialsCache
-    private let signer: SigV4Signer
+    let credentials: CredentialsCache
+    let uploadCredentialsCache: CredentialsCache
+    let signer: SigV4Signer
+    /// The requests the issuer sends itself (existence checks, the confinement check), shared by the copies
+    /// ``forUser(prefix:)`` makes.
+    let server: IssuerServer
 
     /// S3's largest object: 5 TiB.
     public static let largestObjectSize: Int64 = 5 * 1024 * 1024 * 1024 * 1024
@@ -66,8 +103,13 @@ public struct PresignedURLIssuer: Sendable {
     /// - Parameters:
     ///   - storage: The S3 server, bucket, key prefix and credentials to sign with.
     ///   - maxObjectSize: The largest object a device may upload, 1 byte to 5 TiB.
+    ///   - uploadCredentials: The credentials to sign uploads with, or `nil` for `storage.credentials`. The
+    ///     default is `nil`.
     /// - Throws: `invalidConfiguration` naming the first option out of range.
-    public init(storage: S3RemoteStorage.Configuration, maxObjectSize: Int64) throws {
+    public init(
+        storage: S3RemoteStorage.Configuration, maxObjectSize: Int64,
+        uploadCredentials: S3RemoteStorage.CredentialsProvider? = nil
+    ) throws {
         try storage.validate()
         guard (1...Self.largestObjectSize).contains(maxObjectSize) else {
             throw AttachmentError(
@@ -81,7 +123,17 @@ public struct PresignedURLIssuer: Sendable {
         maxPartSize = max(16 * mebibyte, (needed + mebibyte - 1) / mebibyte * mebibyte)
         credentials = CredentialsCache(
             provider: storage.credentials, refreshMargin: storage.credentialsRefreshMargin)
+        self.uploadCredentials = uploadCredentials ?? storage.credentials
+        uploadCredentialsCache = CredentialsCache(
+            provider: self.uploadCredentials, refreshMargin: storage.credentialsRefreshMargin)
         signer = SigV4Signer(region: storage.region)
+        server = IssuerServer(storage: storage, uploadCredentials: self.uploadCredentials)
+    }
+
+    /// Shuts down the HTTP client the issuer sends its own checks with (one for all the copies
+    /// ``forUser(prefix:)`` made); an issuer dropped without it shuts it down in the background.
+    public func shutdown() async throws {
+        try await server.shutdown()
     }
 
     /// The same issuer for objects under `prefix` appended to the configured key prefix: one user's or one
@@ -109,17 +161,43 @@ public struct PresignedURLIssuer: Sendable {
     ///
     /// - Throws: `invalidName` for a filename outside the rules; `accessDenied` naming the value for an
     ///   operation not allowed, a size over a limit, a missing size or part number, or a malformed checksum,
-    ///   upload id or marker; what the credentials provider throws.
+    ///   upload id or marker, and for a multipart upload started or completed over an existing object;
+    ///   `invalidConfiguration` for an upload while the confinement check (``verifiesConfinement``) found that
+    ///   upload URLs can copy objects in or make them public; `remoteUnavailable` when the server could not
+    ///   be asked; what the credentials provider throws.
     public func authorize(_ operation: PresignedOperation) async throws -> PresignedAuthorization {
         let signed = try check(operation)
+        let kind = operation.kind
         let key = storage.keyPrefix + operation.filename
+        if verifiesConfinement, kind.isUpload, kind != .abortMultipartUpload {
+            try await server.confinement.require { try await self.probeConfinement() }
+        }
+        if requiresCreateOnly, kind == .createMultipartUpload || kind == .completeMultipartUpload,
+            try await server.existingObject(key: key) != nil
+        {
+            throw AttachmentError(
+                code: .accessDenied,
+                message: "\(kind.rawValue) of \(String(reflecting: operation.filename)) refused: an object is "
+                    + "stored under the name, and uploads never replace one",
+                name: operation.filename)
+        }
+        let lifetime = kind == .completeMultipartUpload ? min(expiresIn, completeExpiresIn) : expiresIn
+        return try await presign(
+            method: kind.method, key: key, query: signed.query, headers: signed.headers,
+            credentials: kind.isUpload ? uploadCredentialsCache : credentials, lifetime: lifetime)
+    }
+
+    /// A presigned URL for `key` with the headers to send exactly, signed with `credentials`.
+    func presign(
+        method: String, key: String, query: [(name: String, value: String)], headers: [(name: String, value: String)],
+        credentials: CredentialsCache, lifetime: Duration
+    ) async throws -> PresignedAuthorization {
         let target = storage.target(key: key)
         let date = now()
         let presigned = try signer.presign(
             SigV4Signer.Request(
-                method: operation.kind.method, path: target.path, query: signed.query,
-                headers: [("host", target.host)] + signed.headers),
-            credentials: try await credentials.current(), date: date, expiresIn: expiresIn)
+                method: method, path: target.path, query: query, headers: [("host", target.host)] + headers),
+            credentials: try await credentials.current(), date: date, expiresIn: lifetime)
         guard
             let url = URL(string: "\(target.scheme)://\(target.host)\(presigned.encodedPath)?\(presigned.encodedQuery)")
         else {
@@ -127,9 +205,9 @@ public struct PresignedURLIssuer: Sendable {
                 code: .invalidConfiguration, message: "cannot form a presigned URL for \(String(reflecting: key))",
                 name: key)
         }
-        let (seconds, attoseconds) = expiresIn.components
+        let (seconds, attoseconds) = lifetime.components
         return PresignedAuthorization(
-            url: url, headers: Dictionary(signed.headers, uniquingKeysWith: { first, _ in first }),
+            url: url, headers: Dictionary(headers, uniquingKeysWith: { first, _ in first }),
             expiresAt: date.addingTimeInterval(TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18))
     }
 
@@ -202,6 +280,7 @@ public struct PresignedURLIssuer: Sendable {
             if requiresCreateOnly || operation.createOnly == true {
                 headers.append(("if-none-match", "*"))
             }
+            if let cannedACL { headers.append(("x-amz-acl", cannedACL)) }
         case .createMultipartUpload:
             let size = try required(operation.objectSize, "objectSize")
             guard (1...maxObjectSize).contains(size) else {
@@ -209,6 +288,7 @@ public struct PresignedURLIssuer: Sendable {
             }
             query.append(("uploads", ""))
             try addObjectHeaders()
+            if let cannedACL { headers.append(("x-amz-acl", cannedACL)) }
         case .uploadPart:
             let id = try uploadId()
             let number = try required(operation.partNumber, "partNumber")
@@ -234,7 +314,10 @@ public struct PresignedURLIssuer: Sendable {
                 }
                 query.append(("part-number-marker", marker))
             }
-        case .completeMultipartUpload, .abortMultipartUpload:
+        case .completeMultipartUpload:
+            query.append(("uploadId", try uploadId()))
+            if requiresCreateOnly { headers.append(("if-none-match", "*")) }
+        case .abortMultipartUpload:
             query.append(("uploadId", try uploadId()))
         }
         return (query, headers)
@@ -253,7 +336,7 @@ public struct PresignedURLIssuer: Sendable {
     }
 
     /// Whether `text` has a C0 control character or DEL (a header or key that could be split or hidden).
-    private static func hasControlCharacters(_ text: some StringProtocol) -> Bool {
+    static func hasControlCharacters(_ text: some StringProtocol) -> Bool {
         text.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
     }
 }

@@ -73,11 +73,16 @@ extension S3RemoteStorage {
         public var addressing: Addressing = .path
         /// Whether uploads are create-only: an object with other content under the key is never replaced.
         /// A single `PutObject` carries `If-None-Match: *` (AWS S3, Ceph, MinIO and Cloudflare R2 refuse it
-        /// with 412 when the key exists); a multipart upload looks at the key first (`HEAD`), which leaves a
-        /// window while its parts upload. An existing object stored with the same SHA-256 is
-        /// success (an upload repeated after its answer was lost); another is
-        /// ``AttachmentSync/AttachmentError/Code-swift.struct/conflict``. A server that ignores the
-        /// condition replaces objects as before. The default is `true`.
+        /// with 412 when the key exists). A multipart upload, fresh or resumed, looks at the key (`HEAD`)
+        /// before it starts, before it resumes and right before it completes, completes with
+        /// `If-None-Match: *` (AWS honours it there, Ceph does not), and checks the stored SHA-256 after.
+        /// An existing object stored with the same SHA-256 is success (an upload repeated after its answer was
+        /// lost; a multipart upload is then aborted, not completed); another is
+        /// ``AttachmentSync/AttachmentError/Code-swift.struct/conflict``, and so is other content found right
+        /// after a completion. On a server that ignores the condition on completion, an object stored between
+        /// the last look and the completion (about 50 ms on a local Ceph) is replaced; bucket versioning keeps
+        /// it. A server that ignores `If-None-Match` on `PutObject` too replaces objects as before. The
+        /// default is `true`.
         public var createOnly: Bool = true
         /// Files larger than this are uploaded in parts (multipart upload), resumable after a restart; at least
         /// 5 MiB. The default is 16 MiB.

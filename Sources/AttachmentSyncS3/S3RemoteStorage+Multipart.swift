@@ -32,12 +32,28 @@ extension S3RemoteStorage {
         let partSize = partSize(forFileOfSize: size)
         let partCount = Int((size + partSize - 1) / partSize)
 
+        // The SHA-256 stored with the object and compared with what is under the key before and after
+        // completing: the one the queue recorded at save, else the file's own.
+        var sha256 = validSHA256(attachment.contentHash)
+        if sha256 == nil {
+            sha256 = try await PayloadDigests.of(fileAt: fileURL, offset: 0, length: size).sha256
+        }
+        let fileSHA256 = sha256 ?? ""
+
         var state: MultipartUploadState
         var completed: [Int: String] = [:]
         if let saved = uploadStore.load(bucket: bucket, key: key, fileSize: size),
             saved.partSize == partSize, saved.fileModificationTime == modificationTime,
+            saved.sha256 == nil || saved.sha256 == fileSHA256,
             let listed = try await listParts(key: key, uploadId: saved.uploadId, attachment: attachment)
         {
+            // Another device may have stored the name while this upload waited: no part more is sent then.
+            if try await settledBeforeCompleting(
+                key: key, uploadId: saved.uploadId, sha256: fileSHA256, size: size, attachment: attachment,
+                progress: progress)
+            {
+                return
+            }
             state = saved
             for (number, part) in listed where number >= 1 && number <= partCount {
                 if part.size == Self.length(ofPart: number, partSize: partSize, fileSize: size) {
@@ -54,18 +70,15 @@ extension S3RemoteStorage {
             }
             // Create-only: an object already there is this upload done (the same SHA-256) or a conflict.
             if configuration.createOnly, try await fileInfo(attachment: attachment) != nil {
-                var sha256 = validSHA256(attachment.contentHash)
-                if sha256 == nil {
-                    sha256 = try await PayloadDigests.of(fileAt: fileURL, offset: 0, length: size).sha256
-                }
-                try await settleExistingObject(sha256: sha256 ?? "", attachment: attachment)
+                try await settleExistingObject(sha256: fileSHA256, attachment: attachment)
                 progress(TransferProgress(completedBytes: size, totalBytes: size))
                 return
             }
-            let uploadId = try await createMultipartUpload(key: key, size: size, attachment: attachment)
+            let uploadId = try await createMultipartUpload(
+                key: key, size: size, sha256: fileSHA256, attachment: attachment)
             state = MultipartUploadState(
                 bucket: bucket, key: key, fileSize: size, fileModificationTime: modificationTime, partSize: partSize,
-                uploadId: uploadId, createdAt: Date(), parts: [])
+                uploadId: uploadId, createdAt: Date(), parts: [], sha256: fileSHA256)
         }
         state.parts = completed.map { MultipartUploadState.Part(partNumber: $0.key, etag: $0.value) }
             .sorted { $0.partNumber < $1.partNumber }
@@ -108,8 +121,27 @@ extension S3RemoteStorage {
                 }
             }
             let parts = await session.state.parts
-            try await completeMultipartUpload(key: key, uploadId: uploadId, parts: parts, attachment: attachment)
+            // The last look before completing: S3 servers such as Ceph complete over an existing object
+            // whatever `If-None-Match` says.
+            if try await settledBeforeCompleting(
+                key: key, uploadId: uploadId, sha256: fileSHA256, size: size, attachment: attachment,
+                progress: progress)
+            {
+                return
+            }
+            let completed = try await completeMultipartUpload(
+                key: key, uploadId: uploadId, parts: parts, attachment: attachment)
+            guard completed else {
+                // 412: the server found an object under the key and completed nothing.
+                try await settleExistingObject(sha256: fileSHA256, attachment: attachment)
+                await abortQuietly(key: key, uploadId: uploadId)
+                uploadStore.remove(bucket: bucket, key: key, fileSize: size)
+                return
+            }
             uploadStore.remove(bucket: bucket, key: key, fileSize: size)
+            if configuration.createOnly {
+                try await checkCompletedObject(sha256: fileSHA256, key: key, attachment: attachment)
+            }
         } catch {
             if Self.keepsUploadForRetry(error) {
                 configuration.logger.debug(
@@ -120,6 +152,49 @@ extension S3RemoteStorage {
             }
             throw error
         }
+    }
+
+    /// With ``Configuration/createOnly``, looks under the key before a multipart upload goes on or completes:
+    /// nothing there is `false` (go on); an object stored with `sha256` is this upload already done (by this
+    /// device, whose answer was lost, or another with the same bytes), so the upload is aborted and forgotten,
+    /// and `true` returned; another object is ``AttachmentSync/AttachmentError/Code-swift.struct/conflict``
+    /// (the caller aborts the upload).
+    private func settledBeforeCompleting(
+        key: String, uploadId: String, sha256: String, size: Int64, attachment: Attachment,
+        progress: TransferProgressHandler
+    ) async throws -> Bool {
+        guard configuration.createOnly, try await fileInfo(attachment: attachment) != nil else { return false }
+        do {
+            try await settleExistingObject(sha256: sha256, attachment: attachment)
+        } catch let error as AttachmentError where error.code == .conflict {
+            await abortQuietly(key: key, uploadId: uploadId)
+            uploadStore.remove(bucket: configuration.bucket, key: key, fileSize: size)
+            throw error
+        }
+        configuration.logger.debug(
+            "the content of a multipart upload is already stored; aborted the upload", metadata: ["key": "\(key)"])
+        await abortQuietly(key: key, uploadId: uploadId)
+        uploadStore.remove(bucket: configuration.bucket, key: key, fileSize: size)
+        progress(TransferProgress(completedBytes: size, totalBytes: size))
+        return true
+    }
+
+    /// After a completion: the object under the key must be the one just completed (its stored SHA-256). Other
+    /// content means another upload replaced it since: a
+    /// ``AttachmentSync/AttachmentError/Code-swift.struct/conflict``, this device's bytes kept locally.
+    private func checkCompletedObject(sha256: String, key: String, attachment: Attachment) async throws {
+        guard let stored = try await fileInfo(attachment: attachment) else {
+            throw AttachmentError(
+                code: .remoteUnavailable,
+                message: "S3 completed the upload of \(String(reflecting: key)), but no object is there now; "
+                    + "try again", attachmentId: attachment.id, name: key)
+        }
+        guard stored.sha256 != sha256.lowercased() else { return }
+        throw AttachmentError(
+            code: .conflict,
+            message: "S3 holds other content as \(String(reflecting: key)) right after this device completed its "
+                + "upload (SHA-256 \(stored.sha256 ?? "not stored"), not \(sha256)): another upload replaced it",
+            attachmentId: attachment.id, name: key)
     }
 
     /// Whether a failed multipart upload is worth continuing later rather than aborting.
@@ -136,16 +211,14 @@ extension S3RemoteStorage {
 
     // MARK: - Requests
 
-    private func createMultipartUpload(key: String, size: Int64, attachment: Attachment) async throws -> String {
+    private func createMultipartUpload(
+        key: String, size: Int64, sha256: String, attachment: Attachment
+    ) async throws -> String {
         var headers: [(name: String, value: String)] = []
         if let mediaType = attachment.mediaType, !mediaType.isEmpty {
             headers.append(("content-type", mediaType))
         }
-        // The whole file's SHA-256 is not computed here (parts are hashed one by one): the one the queue
-        // recorded at save is stored, as with a single upload.
-        if let sha256 = validSHA256(attachment.contentHash) {
-            headers.append((Self.sha256MetadataHeader, sha256))
-        }
+        headers.append((Self.sha256MetadataHeader, sha256))
         var request = S3Request(
             method: .POST, key: key, query: [("uploads", "")], headers: headers, operation: "CreateMultipartUpload")
         request.objectSize = size
@@ -191,27 +264,34 @@ extension S3RemoteStorage {
         }
     }
 
+    /// Completes the upload, create-only when ``Configuration/createOnly`` (`If-None-Match: *`, which AWS
+    /// honours and Ceph ignores); `false` when the server answered 412 (an object is there, nothing completed).
     private func completeMultipartUpload(
         key: String, uploadId: String, parts: [MultipartUploadState.Part], attachment: Attachment
-    ) async throws {
+    ) async throws -> Bool {
         var xml = "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
         for part in parts {
             xml += "<Part><PartNumber>\(part.partNumber)</PartNumber><ETag>\(S3XML.escape(part.etag))</ETag></Part>"
         }
         xml += "</CompleteMultipartUpload>"
         let body = Data(xml.utf8)
-        let request = S3Request(
+        var request = S3Request(
             method: .POST, key: key, query: [("uploadId", uploadId)], headers: [("content-type", "application/xml")],
             body: .data(body), payload: .hashing(body), operation: "CompleteMultipartUpload")
-        let response = try await send(request, attachmentId: attachment.id)
+        if configuration.createOnly { request.headers.append(("if-none-match", "*")) }
+        let response = try await send(request, attachmentId: attachment.id) {
+            (200..<300).contains($0.code) || $0 == .preconditionFailed
+        }
         // S3 may answer 200 and still fail: the error is then in the body.
         let reply = try await transport.collect(
             response, event: request.event, attachmentId: attachment.id, upTo: 1 << 20)
+        if response.status == .preconditionFailed { return false }
         if let root = S3XML.parse(reply), root.name == "Error" {
             throw HTTPErrorClassification.error(
                 status: .internalServerError, headers: response.headers, body: reply, service: "S3",
                 operation: "CompleteMultipartUpload", object: key, attachmentId: attachment.id)
         }
+        return true
     }
 
     /// The parts the server holds for an upload, by number, or `nil` when the upload no longer exists.

@@ -15,10 +15,14 @@ import Testing
 struct PresignedRemoteStorageTests {
     static let fiveMiB: Int64 = 5 * 1024 * 1024
 
-    /// The backend of one test: an issuer for `users/alice/` in the test's bucket.
+    /// The backend of one test: an issuer for `users/alice/` in the test's bucket, signing uploads with the
+    /// server's write-only key.
     static func issuer(_ bucket: S3TestBucket, maxObjectSize: Int64 = 64 * 1024 * 1024) throws -> PresignedURLIssuer {
-        try PresignedURLIssuer(storage: bucket.configuration(), maxObjectSize: maxObjectSize)
-            .forUser(prefix: "users/alice/")
+        try PresignedURLIssuer(
+            storage: bucket.configuration(), maxObjectSize: maxObjectSize,
+            uploadCredentials: .static(
+                accessKeyId: bucket.server.uploadAccessKey, secretAccessKey: bucket.server.uploadSecretKey)
+        ).forUser(prefix: "users/alice/")
     }
 
     /// A device whose closure calls `authorize` (the backend, in-process), with 5 MiB parts.

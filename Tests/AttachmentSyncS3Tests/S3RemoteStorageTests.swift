@@ -38,9 +38,9 @@ struct S3RemoteStorageTests {
                     let expectedRequests =
                         total > Self.fiveMiB
                         ? [
-                            // The HEAD is the create-only check before a multipart upload starts.
-                            "CompleteMultipartUpload", "CreateMultipartUpload", "HeadObject", "UploadPart",
-                            "UploadPart", "UploadPart",
+                            // Create-only: a HEAD before the upload starts, before it completes and after.
+                            "CompleteMultipartUpload", "CreateMultipartUpload", "HeadObject", "HeadObject",
+                            "HeadObject", "UploadPart", "UploadPart", "UploadPart",
                         ]
                         : ["PutObject"]
                     #expect(requests.withLock { $0 }.sorted() == expectedRequests)

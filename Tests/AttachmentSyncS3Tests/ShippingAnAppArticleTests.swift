@@ -26,7 +26,8 @@ struct ShippingAnAppArticleTests {
         try await S3TestBucket.with("article") { admin, bucket in
             let backend = try AttachmentAuthorizer(
                 s3Endpoint: bucket.server.endpoint, bucketName: bucket.name, accessKeyId: bucket.server.accessKey,
-                secretAccessKey: bucket.server.secretKey)
+                secretAccessKey: bucket.server.secretKey, uploadAccessKeyId: bucket.server.uploadAccessKey,
+                uploadSecretAccessKey: bucket.server.uploadSecretKey)
             let api = ArticleAPI(backend: backend, userId: "u1")
             let storageA = try Self.deviceStorage(api: api, bucket: bucket, name: "a")
             let storageB = try Self.deviceStorage(api: api, bucket: bucket, name: "b")
@@ -102,12 +103,18 @@ struct ShippingAnAppArticleTests {
 struct AttachmentAuthorizer: Sendable {
     let issuer: PresignedURLIssuer
 
-    init(s3Endpoint: URL, bucketName: String, accessKeyId: String, secretAccessKey: String) throws {
+    init(
+        s3Endpoint: URL, bucketName: String, accessKeyId: String, secretAccessKey: String,
+        uploadAccessKeyId: String, uploadSecretAccessKey: String
+    ) throws {
         issuer = try PresignedURLIssuer(
             storage: S3RemoteStorage.Configuration(
                 endpoint: s3Endpoint, region: "us-east-1", bucket: bucketName,
                 credentials: .static(accessKeyId: accessKeyId, secretAccessKey: secretAccessKey)),
-            maxObjectSize: 200 * 1024 * 1024)
+            maxObjectSize: 200 * 1024 * 1024,
+            // Uploads are signed with a key that creates objects and reads none (on Ceph, a subuser with
+            // `--access write`), so no upload URL can copy another object in.
+            uploadCredentials: .static(accessKeyId: uploadAccessKeyId, secretAccessKey: uploadSecretAccessKey))
     }
 
     func respond(to body: Data, userId: String) async throws -> Data {

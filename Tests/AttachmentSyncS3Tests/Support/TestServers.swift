@@ -15,6 +15,10 @@ enum TestServers {
         var accessKey: String
         var secretKey: String
         var region: String
+        /// A write-only key of the same account (`scripts/s3-server`'s subuser `attachment-sync-test:uploads`):
+        /// it creates objects and cannot read any, what a `PresignedURLIssuer` signs uploads with on Ceph.
+        var uploadAccessKey: String
+        var uploadSecretKey: String
     }
 
     static var s3: S3 {
@@ -23,7 +27,10 @@ enum TestServers {
             endpoint: URL(string: environment["ATTACHMENT_SYNC_S3_ENDPOINT"] ?? "http://127.0.0.1:7480")!,
             accessKey: environment["ATTACHMENT_SYNC_S3_ACCESS_KEY"] ?? "ATTACHMENTSYNCTEST0001",
             secretKey: environment["ATTACHMENT_SYNC_S3_SECRET_KEY"] ?? "attachment-sync-test-secret-0000000000001",
-            region: environment["ATTACHMENT_SYNC_S3_REGION"] ?? "us-east-1")
+            region: environment["ATTACHMENT_SYNC_S3_REGION"] ?? "us-east-1",
+            uploadAccessKey: environment["ATTACHMENT_SYNC_S3_UPLOAD_ACCESS_KEY"] ?? "ATTACHMENTSYNCUPLOAD01",
+            uploadSecretKey: environment["ATTACHMENT_SYNC_S3_UPLOAD_SECRET_KEY"]
+                ?? "attachment-sync-upload-secret-000000000001")
     }
 
     /// The WebDAV server's base URL: `ATTACHMENT_SYNC_WEBDAV_URL`, falling back to `scripts/webdav-server`'s.
