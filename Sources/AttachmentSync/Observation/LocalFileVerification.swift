@@ -116,7 +116,7 @@ public struct LocalFileVerification: Sendable {
             }
             if let expected = record.contentHash?.lowercased() {
                 let digest = try await files.digest(ofFileAt: path)
-                hashed += digest.size
+                hashed = hashed.addingClamped(digest.size)
                 if digest.sha256 != expected {
                     findings.append(finding(.wrongHash(expected: expected, actual: digest.sha256)))
                 }

@@ -40,10 +40,10 @@ public struct RemoteGarbageCollection: Sendable {
     /// The time the plan measured ages from.
     public var now: Date
 
-    /// The bytes the candidates take.
-    public var candidateBytes: Int64 { candidates.reduce(0) { $0 &+ $1.size } }
-    /// The bytes the leftovers take.
-    public var leftoverBytes: Int64 { leftovers.reduce(0) { $0 &+ $1.size } }
+    /// The bytes the candidates take, saturated at `Int64.max`.
+    public var candidateBytes: Int64 { candidates.reduce(0) { $0.addingClamped(max(0, $1.size)) } }
+    /// The bytes the leftovers take, saturated at `Int64.max`.
+    public var leftoverBytes: Int64 { leftovers.reduce(0) { $0.addingClamped(max(0, $1.size)) } }
 
     /// Finds the remote files that no record of `databases` refers to and that are older than `grace`.
     ///
@@ -77,9 +77,9 @@ public struct RemoteGarbageCollection: Sendable {
         let listed = try await remote.allFiles()
         var referenced = Set<[UInt8]>()
         for db in databases {
-            for record in try await AttachmentStore.allRecords(of: db, table: table) {
+            for filename in try await referencedFilenames(in: db, table: table) {
                 // A filename the remote cannot store has no file to keep.
-                if let name = try? remote.storedName(forFilename: record.filename) {
+                if let name = try? remote.storedName(forFilename: filename) {
                     referenced.insert(Array(name.utf8))
                 }
             }
@@ -101,6 +101,19 @@ public struct RemoteGarbageCollection: Sendable {
         }
         plan.leftovers = try await remote.listLeftovers().filter(isOld)
         return plan
+    }
+
+    /// The filename of every record of `table` in `db`, whatever its state (the id when it has none, as the
+    /// queue reads it). Only the names are read: a record whose other columns hold values the queue would
+    /// refuse (a size that is text, say) still keeps its file, and cannot stop the collection.
+    static func referencedFilenames(in db: LocalDatabase, table: String) async throws -> [String] {
+        let store = AttachmentStore(table: table)
+        return try await db.readTransaction { tx in
+            try store.checkTable(in: tx)
+            return try tx.getAll(sql: "SELECT id, filename FROM \(store.table)") { cursor in
+                try cursor.getStringOptional(name: "filename") ?? cursor.getString(name: "id")
+            }
+        }
     }
 
     /// Deletes the candidates, then the leftovers, one after another, and returns how many files were

@@ -86,7 +86,7 @@ extension AttachmentQueue {
                 guard try await removeContent(of: record, relative: relative) else { continue }
                 eventCenter.send(.evicted(attachmentId: record.id, bytes: record.size ?? 0))
             }
-            remaining -= record.size ?? 0
+            remaining = remaining.subtractingClamped(max(0, record.size ?? 0))
         }
         if remaining > budget {
             // Every pass would say it again: `status` shows it (``QueueStatus/Cache``).
