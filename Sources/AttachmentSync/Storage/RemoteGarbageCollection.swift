@@ -119,13 +119,19 @@ public struct RemoteGarbageCollection: Sendable {
     /// The filename of every record of `table` in `db`, whatever its state (the id when it has none, as the
     /// queue reads it). Only the names are read: a record whose other columns hold values the queue would
     /// refuse (a size that is text, say) still keeps its file, and cannot stop the collection.
+    /// A database error names the database's file (``LocalDatabaseError/path``), as several are read.
     static func referencedFilenames(in db: LocalDatabase, table: String) async throws -> [String] {
         let store = AttachmentStore(table: table)
-        return try await db.readTransaction { tx in
-            try store.checkTable(in: tx)
-            return try tx.getAll(sql: "SELECT id, filename FROM \(store.table)") { cursor in
-                try cursor.getStringOptional(name: "filename") ?? cursor.getString(name: "id")
+        do {
+            return try await db.readTransaction { tx in
+                try store.checkTable(in: tx)
+                return try tx.getAll(sql: "SELECT id, filename FROM \(store.table)") { cursor in
+                    try cursor.getStringOptional(name: "filename") ?? cursor.getString(name: "id")
+                }
             }
+        } catch var error as LocalDatabaseError {
+            if error.path == nil { error.path = db.path }
+            throw error
         }
     }
 

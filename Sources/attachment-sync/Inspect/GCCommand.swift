@@ -48,6 +48,7 @@ struct GCCommand: AsyncParsableCommand {
     var table = "attachments"
 
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
             "How old an unreferenced file must be to be deleted: a number and s, m, h or d (7d, 36h, 0s).",
             valueName: "age"))
