@@ -41,7 +41,7 @@ enum HTTPErrorClassification {
         let retryAfter = code == .remoteUnavailable ? retryAfter(headers.first(name: "retry-after"), now: now) : nil
         return AttachmentError(
             code: code,
-            message: "\(service) \(operation) of \(String(reflecting: object)) failed: \(detail)",
+            message: "\(subject(service, operation, object)) failed: \(detail)",
             attachmentId: attachmentId,
             name: object,
             underlying: detail,
@@ -80,11 +80,16 @@ enum HTTPErrorClassification {
         }
         return AttachmentError(
             code: .remoteUnavailable,
-            message: "\(service) \(operation) of \(String(reflecting: object)) failed: the server could not be "
+            message: "\(subject(service, operation, object)) failed: the server could not be "
                 + "reached or did not answer in time",
             attachmentId: attachmentId,
             name: object,
             underlying: error)
+    }
+
+    /// `S3 GetObject of "a.jpg"`, or `S3 CreateBucket` for a request on no object (a bucket's own requests).
+    static func subject(_ service: String, _ operation: String, _ object: String) -> String {
+        object.isEmpty ? "\(service) \(operation)" : "\(service) \(operation) of \(String(reflecting: object))"
     }
 
     /// `Retry-After` as a duration: delay-seconds, or an HTTP date (how long from `now`, never negative).

@@ -28,7 +28,7 @@ extension S3RemoteStorage: ListableRemoteStorage {
         else {
             throw HTTPErrorClassification.error(
                 status: response.status, headers: response.headers, body: body, service: "S3",
-                operation: "ListObjectsV2", object: prefix, attachmentId: nil)
+                operation: "ListObjectsV2", object: "s3://\(configuration.bucket)/\(prefix)", attachmentId: nil)
         }
         var files: [RemoteFile] = []
         for object in root.children("Contents") {

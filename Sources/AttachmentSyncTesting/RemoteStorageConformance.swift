@@ -35,6 +35,8 @@ import Foundation
 ///   uppercase and non-ASCII letters in its name) are listed under ``ListableRemoteStorage/storedName(forFilename:)``
 ///   with their sizes, every page included, and nothing the adapter keeps for itself is; ``ListableRemoteStorage/fileInfo(attachment:)``
 ///   reports each file's size (and its stored SHA-256 when it reports one) and `nil` for a missing file;
+///   ``ListableRemoteStorage/storedSHA256(of:)`` of a listed file is its content's SHA-256 or `nil` (`gc`
+///   then keeps it), and not `nil` when stored hashes are required;
 ///   ``ListableRemoteStorage/deleteListedFile(_:)`` deletes a file (twice is fine) so that it is neither
 ///   listed nor downloadable. Skipped (passes) for other adapters.
 ///
@@ -473,6 +475,16 @@ private final class Context: Sendable {
             }
             if requiringHash, info.sha256 == nil {
                 throw fail("fileInfo(attachment:) reports no SHA-256 for a file uploaded with one")
+            }
+            // gc deletes only files whose stored hash proves the library wrote them.
+            let proof = try await step("storedSHA256(of:) of the listed \(String(reflecting: name))") {
+                try await adapter.storedSHA256(of: match)
+            }
+            if let proof, proof != FileStreaming.sha256(content) {
+                throw fail("storedSHA256(of:) reports \(proof) for a file of \(FileStreaming.sha256(content))")
+            }
+            if requiringHash, proof == nil {
+                throw fail("storedSHA256(of:) finds no stored SHA-256 on a listed file uploaded with one")
             }
         }
         let missing = attachment("never-uploaded.bin")

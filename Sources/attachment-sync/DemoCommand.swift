@@ -3,6 +3,14 @@ import AttachmentSync
 import Foundation
 import Logging
 
+#if canImport(Darwin)
+    import Darwin
+#elseif canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
+
 /// `attachment-sync demo`: shows two devices keeping inspection photos in sync through a shared remote
 /// folder, with nothing to set up, or through a real S3 bucket with `--s3`.
 struct DemoCommand: AsyncParsableCommand {
@@ -47,17 +55,32 @@ struct DemoCommand: AsyncParsableCommand {
             no content), then fetches the first few on request, showing their progress, and purges one \
             (its content goes, its record stays, the remote copy too). Steps 3 and 4 follow as before.
 
+            --timeout bounds the whole story, capturing the photos included. Ctrl-C (or SIGTERM) stops the \
+            demo and cleans up as at the end: the working folder goes and, with --s3, the objects it wrote \
+            (unless --keep); a second Ctrl-C quits at once.
+
             The command exits with status 0 and prints "demo converged" when every step finished in time \
-            and every copy matched. Otherwise it exits with a non-zero status and explains what went wrong.
+            and every copy matched; 1 when a step did not (the message says which) or a copy differed; 130 \
+            after Ctrl-C, 143 after SIGTERM; 64 for bad arguments.
             """
     )
 
+    /// The most photos `--count` accepts: each is 20 to 200 KiB and is kept three times (on A, in the remote,
+    /// on B), so 1,000 take about 330 MiB of disk and a minute or so.
+    static let maximumCount = 1_000
+
     /// How many checklist items, and so photos, device A creates.
-    @Option(help: "How many checklist items, and photos, device A creates (at least 1).")
+    @Option(
+        parsing: .unconditional,
+        help: "How many checklist items, and photos, device A creates (1 to \(Self.maximumCount)).")
     var count = 20
 
     /// The time the whole demo may take.
-    @Option(help: ArgumentHelp("How long the demo may take before it gives up, in seconds.", valueName: "seconds"))
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp(
+            "How long the whole demo may take before it gives up, in seconds (capturing the photos included).",
+            valueName: "seconds"))
     var timeout: Double = 60
 
     /// The S3 bucket the devices share instead of a folder, as a path-style URL.
@@ -71,9 +94,10 @@ struct DemoCommand: AsyncParsableCommand {
 
     /// The cap on each device's uploads and downloads, as given (`1M`, `500K`, `20000`).
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
             "Cap each device's uploads and downloads at RATE bytes per second, each direction: a number with an "
-                + "optional K, M or G (multiples of 1024), like rclone's --bwlimit (1M, 500K).",
+                + "optional K, M or G (multiples of 1024: 1M is 1 MiB/s), like rclone's --bwlimit (1M, 500K).",
             valueName: "rate"))
     var bwlimit: String?
 
@@ -110,8 +134,10 @@ struct DemoCommand: AsyncParsableCommand {
     var verbose = false
 
     func validate() throws {
-        guard count >= 1 else {
-            throw ValidationError("--count must be at least 1, not \(count).")
+        guard (1...Self.maximumCount).contains(count) else {
+            throw ValidationError(
+                "--count must be between 1 and \(Self.maximumCount), not \(count) (each photo is 20 to 200 KiB, "
+                    + "kept on A, in the remote and on B).")
         }
         guard timeout.isFinite, timeout > 0 else {
             throw ValidationError("--timeout must be a positive number of seconds, not \(timeout).")
@@ -131,21 +157,12 @@ struct DemoCommand: AsyncParsableCommand {
     /// - Throws: `ValidationError` for a rate that is not a positive number with an optional K, M or G.
     func bandwidthLimit() throws -> BandwidthLimit? {
         guard let bwlimit else { return nil }
-        let multipliers: [Character: Double] = ["K": 1024, "M": 1024 * 1024, "G": 1024 * 1024 * 1024]
-        var text = bwlimit.trimmingCharacters(in: .whitespaces).uppercased()
-        var multiplier = 1.0
-        if let last = text.last, let factor = multipliers[last] {
-            multiplier = factor
-            text.removeLast()
-        }
-        guard let number = Double(text), number.isFinite, number > 0, number * multiplier >= 1,
-            number * multiplier < 1e15
-        else {
+        guard let bytes = ByteCount.parse(bwlimit), bytes >= 1 else {
             throw ValidationError(
-                "--bwlimit must be a positive number of bytes per second with an optional K, M or G (1M, 500K), "
+                "--bwlimit must be a positive number of bytes per second, \(ByteCount.syntax), "
                     + "not \(String(reflecting: bwlimit)).")
         }
-        return .both(Int64((number * multiplier).rounded()))
+        return .both(bytes)
     }
 
     /// The bucket `--s3` names, or `nil` without `--s3`.
@@ -168,7 +185,11 @@ struct DemoCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let console = DemoConsole()
+        let control = DemoControl()
+        // With SIGPIPE ignored (DemoSignals), a closed output is a failed write: the demo stops and cleans up.
+        let console = DemoConsole(onOutputClosed: { control.stop(.signal(SIGPIPE)) })
+        let signals = DemoSignals(control: control)
+        defer { signals.cancel() }
         let root = FileManager.default.temporaryDirectory
             .appendingPathComponent("attachment-sync-demo-\(UUID().uuidString.prefix(8))", isDirectory: true)
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
@@ -184,7 +205,8 @@ struct DemoCommand: AsyncParsableCommand {
             remote = try makeRemote(root: root, logger: logger)
         } catch {
             try? FileManager.default.removeItem(at: root)
-            throw error
+            console.error("attachment-sync demo: \(ErrorText.describe(error))")
+            throw ExitCode(1)
         }
         let scenario = DemoScenario(
             count: count,
@@ -196,7 +218,8 @@ struct DemoCommand: AsyncParsableCommand {
             console: console,
             logger: logger,
             bandwidthLimit: try bandwidthLimit(),
-            outage: outage
+            outage: outage,
+            control: control
         )
 
         var failure: (any Error)?
@@ -212,9 +235,16 @@ struct DemoCommand: AsyncParsableCommand {
                 try FileManager.default.removeItem(at: root)
                 console.line("removed \(root.path) (pass --keep to keep it)")
             } catch {
-                console.error("could not remove \(root.path): \(error.localizedDescription)")
+                console.error("could not remove \(root.path): \(ErrorText.describe(error))")
             }
         }
-        if let failure { throw failure }
+        if case .signal(let number) = control.reason {
+            console.error("attachment-sync demo: stopped by \(DemoControl.name(of: number)), cleaned up")
+            throw ExitCode(128 + number)
+        }
+        if let failure {
+            console.error("attachment-sync demo: \(ErrorText.describe(failure))")
+            throw ExitCode(1)
+        }
     }
 }

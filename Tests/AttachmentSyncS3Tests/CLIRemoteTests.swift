@@ -135,4 +135,111 @@ struct CLIRemoteTests {
             throw error
         }
     }
+
+    /// What people and other tools keep beside the attachments in a shared bucket or folder.
+    static let foreignFiles: [String: Data] = [
+        ".DS_Store": Data([0, 0, 0, 1, 66, 117, 100, 49]), "important-backup.tar": testBytes(count: 5_000, seed: 3),
+        "readme.txt": Data("Photos of the site inspections. Do not delete.\n".utf8),
+    ]
+
+    @Test("s3://: gc keeps objects without the library's x-amz-meta-sha256 (listed as foreign), deletes its own")
+    func foreignObjectsOnCeph() async throws {
+        let underPrefix: (inout S3RemoteStorage.Configuration) -> Void = { $0.keyPrefix = "app/" }
+        try await S3TestBucket.with("cli-foreign", configure: underPrefix) { storage, bucket in
+            try await withTemporaryDirectory { folder in
+                let phone = try await Self.device(
+                    in: folder.appendingPathComponent("phone"), remote: storage,
+                    saving: ["a": testBytes(count: 3_000)])
+                try await storage.uploadFile(data: Data("orphan".utf8), attachment: attachment("orphan.bin"))
+                // Put by another tool: a plain PutObject, no SHA-256 stored with the object.
+                for (name, data) in Self.foreignFiles {
+                    let put = S3Request(
+                        method: .PUT, key: "app/" + name, body: .data(data), payload: .hashing(data),
+                        operation: "PutObject")
+                    _ = try await storage.send(put, attachmentId: nil)
+                }
+                let tool = try CommandLineTool.locate()
+                let server = TestServers.s3
+                let environment: [String: String?] = [
+                    "AWS_ACCESS_KEY_ID": server.accessKey, "AWS_SECRET_ACCESS_KEY": server.secretKey,
+                    "AWS_SESSION_TOKEN": nil, "AWS_REGION": server.region,
+                ]
+                let arguments = [
+                    "gc", "--db", phone.db, "--remote", "s3://\(bucket.name)/app", "--endpoint",
+                    server.endpoint.absoluteString,
+                ]
+
+                let dryRun = try await tool.run(arguments + ["--grace", "0s"], environment: environment)
+                #expect(dryRun.status == 0, "stderr: \(dryRun.standardError)")
+                #expect(
+                    dryRun.standardOutput.contains("1 referenced, 1 unreferenced, 3 foreign"),
+                    "\(dryRun.standardOutput)")
+                #expect(dryRun.standardOutput.contains("would delete 1 file (6 B)"), "\(dryRun.standardOutput)")
+
+                let applied = try await tool.run(
+                    arguments + ["--grace", "0s", "--apply", "--json"], environment: environment)
+                #expect(applied.status == 0, "stderr: \(applied.standardError)")
+                let document = try #require(
+                    try JSONSerialization.jsonObject(with: Data(applied.standardOutput.utf8)) as? [String: Any])
+                let foreign = try #require(document["foreign"] as? [[String: Any]])
+                #expect(foreign.compactMap { $0["name"] as? String } == Self.foreignFiles.keys.sorted())
+                #expect(
+                    try await storage.listKeys().sorted()
+                        == ["app/.DS_Store", "app/a.bin", "app/important-backup.tar", "app/readme.txt"])
+                for (name, data) in Self.foreignFiles {
+                    #expect(try await storage.downloadFile(attachment: attachment(name)) == data, "\(name)")
+                }
+            }
+        }
+    }
+
+    @Test("WebDAV: gc keeps files without the library's stored SHA-256 (listed as foreign), deletes its own")
+    func foreignFilesOnWebDAV() async throws {
+        try await TestServers.requireReachable(TestServers.webdav, startCommand: "scripts/webdav-server start")
+        let base = TestServers.webdav.appendingPathComponent("auth/cli-foreign-\(UUID().uuidString.lowercased())")
+        let token = TestServers.webdavToken
+        let headers: HTTPRemoteStorage.HeadersProvider = { [("Authorization", "Bearer \(token)")] }
+        let remote = try HTTPRemoteStorage(configuration: .init(baseURL: base, headers: headers))
+        // Another tool: plain PUTs, no stored hash beside the file.
+        var plain = HTTPRemoteStorage.Configuration(baseURL: base, headers: headers)
+        plain.storesContentHashes = false
+        plain.createOnly = false
+        let other = try HTTPRemoteStorage(configuration: plain)
+        do {
+            try await withTemporaryDirectory { folder in
+                let phone = try await Self.device(in: folder, remote: remote, saving: ["kept": testBytes(count: 1_000)])
+                try await remote.uploadFile(data: Data("orphan".utf8), attachment: attachment("orphan.bin"))
+                // nginx's PROPFIND lists no dot files: .DS_Store is never seen, so never at risk.
+                for (name, data) in Self.foreignFiles where !name.hasPrefix(".") {
+                    try await other.uploadFile(data: data, attachment: attachment(name))
+                }
+                let tool = try CommandLineTool.locate()
+                let environment: [String: String?] = ["ATTACHMENT_SYNC_HTTP_TOKEN": token]
+                let arguments = ["gc", "--remote", base.absoluteString, "--db", phone.db, "--grace", "0s"]
+
+                let dryRun = try await tool.run(arguments, environment: environment)
+                #expect(dryRun.status == 0, "stderr: \(dryRun.standardError)")
+                #expect(
+                    dryRun.standardOutput.contains("1 referenced, 1 unreferenced, 2 foreign"),
+                    "\(dryRun.standardOutput)")
+
+                let applied = try await tool.run(arguments + ["--apply"], environment: environment)
+                #expect(applied.status == 0, "stderr: \(applied.standardError)")
+                #expect(applied.standardOutput.contains("deleted 1 file (6 B)"), "\(applied.standardOutput)")
+                #expect(
+                    try await remote.allFiles().map(\.storedName) == ["important-backup.tar", "kept.bin", "readme.txt"])
+                for (name, data) in Self.foreignFiles where !name.hasPrefix(".") {
+                    #expect(try await other.downloadFile(attachment: attachment(name)) == data, "\(name)")
+                    try await other.deleteFile(attachment: attachment(name))
+                }
+                try await remote.deleteFile(attachment: attachment("kept.bin"))
+            }
+            try await remote.shutdown()
+            try await other.shutdown()
+        } catch {
+            try? await remote.shutdown()
+            try? await other.shutdown()
+            throw error
+        }
+    }
 }

@@ -5,6 +5,12 @@ import Testing
 
 @testable import AttachmentSyncS3
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// `attachment-sync demo --s3 URL`, run as a user runs it, against the real Ceph S3 gateway on 127.0.0.1
 /// (`scripts/s3-server start`).
 @Suite("attachment-sync demo --s3")
@@ -70,7 +76,8 @@ struct DemoS3CommandTests {
             #expect(rows.contains { $0.starts(with: ["B", "0", "0", "0", "4", "1", "5"]) })
             #expect(rows.contains { $0.starts(with: ["remote", "-", "-", "-", "-", "-", "4"]) })
             #expect(
-                result.standardOutput.contains("removed the demo's objects under \(Self.url(bucket: bucket.name))/"))
+                result.standardOutput.contains("removed the demo's objects under s3://\(bucket.name)/"),
+                "\(result.standardOutput)")
             for text in [result.standardOutput, result.standardError] {
                 #expect(!text.contains(bucket.server.secretKey))
             }
@@ -140,7 +147,8 @@ struct DemoS3CommandTests {
             #expect(rows.contains { $0.starts(with: ["A", "0", "0", "0", "3", "0", "3"]) })
             #expect(rows.contains { $0.starts(with: ["B", "0", "0", "0", "3", "1", "2"]) })
             #expect(rows.contains { $0.starts(with: ["remote", "-", "-", "-", "-", "-", "3"]) })
-            #expect(result.standardOutput.contains("kept the objects under \(url)/attachment-sync-demo-"))
+            let location = "s3://\(bucket.name)/team-a/photos/attachment-sync-demo-"
+            #expect(result.standardOutput.contains("kept the objects under \(location)"), "\(result.standardOutput)")
             #expect(keptFolder != nil)
 
             let storage = try bucket.makeStorage()
@@ -201,5 +209,119 @@ struct DemoS3CommandTests {
             result.standardError.contains("could not create or open bucket \"no-such-server\" at http://127.0.0.1:9"),
             "stderr: \(result.standardError)")
         #expect(!result.standardOutput.contains("demo converged"))
+    }
+
+    /// The `--remote` and `--endpoint` arguments a demo line names: `… s3://bucket/prefix/ --endpoint URL`.
+    static func remoteArguments(in line: Substring) -> [String]? {
+        let words = line.split(separator: " ").map(String.init)
+        guard let remote = words.firstIndex(where: { $0.hasPrefix("s3://") }), remote + 2 < words.count,
+            words[remote + 1] == "--endpoint"
+        else { return nil }
+        return ["--remote", words[remote], "--endpoint", words[remote + 2]]
+    }
+
+    @Test("the demo names its S3 remote the way verify and gc take it, and they accept it as printed")
+    func printedRemoteWorksWithVerifyAndGC() async throws {
+        try await Self.withNewBucket("demo-printed") { bucket in
+            let tool = try CommandLineTool.locate()
+            let result = try await tool.run(
+                ["demo", "--s3", Self.url(bucket: bucket.name), "--keep", "--count", "3", "--timeout", "60"],
+                environment: Self.credentials)
+            let keptFolder = result.standardOutput.split(separator: "\n")
+                .first { $0.hasPrefix("kept /") }.map { String($0.dropFirst("kept ".count)) }
+            defer { if let keptFolder { try? FileManager.default.removeItem(atPath: keptFolder) } }
+            #expect(result.status == 0, "stdout: \(result.standardOutput)\nstderr: \(result.standardError)")
+            let remoteLine = try #require(
+                result.standardOutput.split(separator: "\n").first { $0.hasPrefix("  remote ") },
+                "\(result.standardOutput)")
+            let remote = try #require(Self.remoteArguments(in: remoteLine), "\(remoteLine)")
+            #expect(remote[1].hasPrefix("s3://\(bucket.name)/attachment-sync-demo-"))
+            #expect(remote[3] == String(Self.url(bucket: "").dropLast()), "\(remoteLine)")
+            let keptLine = try #require(
+                result.standardOutput.split(separator: "\n").first { $0.hasPrefix("kept the objects under ") })
+            #expect(Self.remoteArguments(in: keptLine) == remote, "\(keptLine)")
+            let folder = try #require(keptFolder)
+
+            let gc = try await tool.run(
+                ["gc", "--db", folder + "/device-A/app.sqlite", "--db", folder + "/device-B/app.sqlite"] + remote,
+                environment: Self.credentials)
+            #expect(gc.status == 0, "stderr: \(gc.standardError)")
+            #expect(gc.standardOutput.contains("listed 2 files in \(remote[1])"), "\(gc.standardOutput)")
+            #expect(gc.standardOutput.contains("2 referenced, 0 unreferenced"), "\(gc.standardOutput)")
+            let verify = try await tool.run(
+                ["verify", folder + "/device-A/app.sqlite", "--dir", folder + "/device-A/attachments"] + remote,
+                environment: Self.credentials)
+            #expect(verify.status == 0, "\(verify.standardOutput)\n\(verify.standardError)")
+            #expect(verify.standardOutput.contains("checked 2 remote files: all agree"), "\(verify.standardOutput)")
+        }
+    }
+
+    @Test("refused credentials: the error says it once, without type names, and says to check the credentials")
+    func refusedCredentialsAreExplained() async throws {
+        try await Self.withNewBucket("demo-denied") { bucket in
+            let tool = try CommandLineTool.locate()
+            var wrong = Self.credentials
+            wrong["AWS_SECRET_ACCESS_KEY"] = "not-the-secret"
+            let demo = try await tool.run(
+                ["demo", "--s3", Self.url(bucket: bucket.name), "--count", "2", "--timeout", "30"], environment: wrong)
+            let endpoint = String(Self.url(bucket: "").dropLast())
+            let gc = try await withTemporaryDirectory { folder in
+                let path = folder.appendingPathComponent("app.sqlite").path
+                try await LocalDatabase(path: path, schema: Schema(tables: [createAttachmentTable()])).close()
+                return try await tool.run(
+                    ["gc", "--remote", "s3://\(bucket.name)/", "--endpoint", endpoint, "--db", path],
+                    environment: wrong)
+            }
+            for (name, result) in [("demo", demo), ("gc", gc)] {
+                #expect(result.status == 1, "\(name): \(result.standardError)")
+                let text = result.standardError
+                #expect(text.contains("403"), "\(name): \(text)")
+                #expect(!text.contains("AttachmentError") && !text.contains("RemoteHTTPError"), "\(name): \(text)")
+                #expect(text.components(separatedBy: "(request id").count <= 2, "said once: \(name): \(text)")
+                #expect(text.components(separatedBy: "SignatureDoesNotMatch").count <= 2, "said once: \(name): \(text)")
+                #expect(!text.contains(" of \"\""), "no empty key: \(name): \(text)")
+                #expect(text.contains("check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"), "\(name): \(text)")
+                #expect(!text.contains("not-the-secret"))
+            }
+        }
+    }
+
+    @Test("an unreachable server's error names the operation without an empty key")
+    func unreachableWithoutEmptyKey() async throws {
+        let result = try await CommandLineTool.locate().run(
+            ["demo", "--s3", "http://127.0.0.1:9/no-such-server", "--count", "2", "--timeout", "20"],
+            environment: Self.credentials, seconds: 60)
+        #expect(result.status == 1)
+        #expect(!result.standardError.contains(" of \"\""), "\(result.standardError)")
+        #expect(!result.standardError.contains("AttachmentError"), "\(result.standardError)")
+    }
+
+    @Test("Ctrl-C during an S3 demo deletes the objects it wrote and the working folder")
+    func interruptedDemoCleansTheBucket() async throws {
+        try await Self.withNewBucket("demo-sigint") { bucket in
+            let tool = try CommandLineTool.locate()
+            // Capped at 128 KiB/s, 40 photos of 20 to 200 KiB (4.3 MiB) take over 30 s to upload and as long to
+            // download: when a quarter are uploaded, the demo is a minute from its end, and the signal comes then.
+            let running = try tool.start(
+                [
+                    "demo", "--s3", Self.url(bucket: bucket.name), "--count", "40", "--bwlimit", "128K", "--timeout",
+                    "600",
+                ], environment: Self.credentials)
+            let output = try await running.waitForOutput(containing: "A  uploaded ")
+            let storage = try bucket.makeStorage()
+            let written = try await storage.listKeys()
+            #expect(!written.isEmpty, "the demo had written objects when it was interrupted")
+            running.send(SIGINT)
+            let result = try await running.wait()
+            let keys = try await storage.listKeys()
+            try await storage.shutdown()
+            #expect(result.status == 130, "stdout: \(result.standardOutput)\nstderr: \(result.standardError)")
+            #expect(keys.isEmpty, "left behind: \(keys)")
+            #expect(result.standardOutput.contains("removed the demo's objects under s3://\(bucket.name)/"))
+            let folder = try #require(
+                output.split(separator: "\n").first { $0.hasPrefix("working folder ") }
+                    .map { String($0.dropFirst("working folder ".count)).trimmingCharacters(in: .whitespaces) })
+            #expect(!FileManager.default.fileExists(atPath: folder))
+        }
     }
 }

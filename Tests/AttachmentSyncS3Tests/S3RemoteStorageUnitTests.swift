@@ -245,6 +245,30 @@ import Testing
         #expect(error.description.contains("\"app/a.jpg\""))
     }
 
+    @Test("an error's text says each fact once, without type names; a request on no object names none")
+    func errorTextSaysItOnce() {
+        let body = ByteBuffer(
+            string: "<?xml version=\"1.0\"?><Error><Code>SignatureDoesNotMatch</Code></Error>")
+        let denied = HTTPErrorClassification.error(
+            status: .forbidden, headers: ["x-amz-request-id": "tx-9"], body: body, service: "S3",
+            operation: "CreateBucket", object: "photos", attachmentId: nil)
+        #expect(
+            denied.description
+                == "accessDenied: S3 CreateBucket of \"photos\" failed: HTTP 403 SignatureDoesNotMatch (request id tx-9)"
+        )
+        let unreachable = HTTPErrorClassification.transportError(
+            InjectedTransportFailure(), service: "S3", operation: "CreateBucket", object: "", attachmentId: nil)
+        let text = "\(unreachable)"
+        #expect(text.hasPrefix("remoteUnavailable: S3 CreateBucket failed: the server could not be reached"), "\(text)")
+        #expect(text.hasSuffix("(connection refused)"), "\(text)")
+        #expect(!text.contains("AttachmentError") && !text.contains("of \"\""), "\(text)")
+    }
+
+    /// A failure below HTTP, as a client reports one.
+    struct InjectedTransportFailure: Error, CustomStringConvertible {
+        var description: String { "connection refused" }
+    }
+
     @Test("Content-Range headers are read, unsatisfiable ranges included")
     func contentRangeIsParsed() {
         #expect(ContentRange("bytes 100-199/1000") == ContentRange(start: 100, end: 199, total: 1000))

@@ -134,10 +134,15 @@ public struct AttachmentError: Error, Sendable, CustomStringConvertible, Localiz
         self.retryAfter = retryAfter
     }
 
-    /// A readable description, for logs and test failures.
+    /// A readable description, for logs, `last_error` and test failures: the code, then the message, then
+    /// the underlying error when the message does not already say it (`accessDenied: S3 GetObject of
+    /// "a.jpg" failed: HTTP 403 AccessDenied (request id …)`).
     public var description: String {
-        var text = "AttachmentError.\(code): \(message)"
-        if let underlying { text += " (\(underlying))" }
+        var text = "\(code): \(message)"
+        if let underlying {
+            let detail = "\(underlying)"
+            if !message.contains(detail) { text += " (\(detail))" }
+        }
         return text
     }
 

@@ -5,7 +5,11 @@ import Foundation
 ///
 /// It is one read transaction over the table: counts and bytes by state, transfers waiting for a retry,
 /// given-up transfers, content that never reached remote storage, local content by what the cache budget
-/// may evict, and the largest attachments.
+/// may evict, the largest attachments, and the records whose size is not a byte count.
+///
+/// Sizes come from synced rows, so any value may be in the table: sums count sizes that are integers of at
+/// least 0 and saturate at `Int64.max`; ``QueueStatus/Totals`` counts the records left out (of unknown or
+/// invalid size), and ``invalidSizes`` shows the invalid ones as stored.
 ///
 /// ```swift
 /// let db = try LocalDatabase.readOnly(path: "app.sqlite")
@@ -30,6 +34,17 @@ public struct AttachmentTableReport: Sendable {
         public var isLocalOnly: Bool
     }
 
+    /// A record whose size is not a byte count: negative, or a value of another type than integer (a real,
+    /// text or blob value written by something other than the queue). Sums leave it out.
+    public struct InvalidSize: Sendable, Hashable {
+        /// The attachment's id.
+        public var id: String
+        /// Its state; `nil` when the table holds a value that is not one.
+        public var state: AttachmentState?
+        /// The size as the table holds it.
+        public var size: SqlValue
+    }
+
     /// The table's name.
     public var table: String
     /// How many records the table holds.
@@ -39,6 +54,12 @@ public struct AttachmentTableReport: Sendable {
     public var status: QueueStatus
     /// The largest attachments, largest first.
     public var largest: [Entry]
+    /// Up to ``invalidSizesListed`` records whose size is not a byte count, by id; the totals in ``status``
+    /// count them all (``QueueStatus/Totals/invalidSizeCount``).
+    public var invalidSizes: [InvalidSize] = []
+
+    /// How many records of invalid size ``invalidSizes`` lists at most: 100.
+    public static let invalidSizesListed = 100
 
     /// Reads the report from `db`.
     ///
@@ -61,12 +82,13 @@ public struct AttachmentTableReport: Sendable {
         }
         let store = AttachmentStore(table: table)
         let limit = max(0, largest)
-        let (count, rows, records) = try await db.readTransaction { tx in
+        let (count, rows, records, invalid) = try await db.readTransaction { tx in
             try store.checkTable(in: tx)
             return (
                 try store.count(in: tx),
                 try tx.getAll(sql: store.statusSQL) { try AttachmentQueue.statusRow($0) },
-                try store.largest(limit: limit, in: tx)
+                try store.largest(limit: limit, in: tx),
+                try store.invalidSizes(limit: invalidSizesListed, in: tx)
             )
         }
         return AttachmentTableReport(
@@ -76,6 +98,7 @@ public struct AttachmentTableReport: Sendable {
                 Entry(
                     id: $0.id, filename: $0.filename, state: $0.state, size: $0.size,
                     contentAvailable: $0.localPath != nil, isLocalOnly: $0.isLocalOnly)
-            })
+            },
+            invalidSizes: invalid.map { InvalidSize(id: $0.id, state: $0.state, size: $0.size) })
     }
 }

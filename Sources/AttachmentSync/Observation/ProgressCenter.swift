@@ -138,7 +138,8 @@ final class ProgressCenter: Sendable {
             state -> Delivery? in
             guard var transfer = state.transfers[id] else { return nil }
             let completed = max(transfer.progress.completedBytes, progress.completedBytes)
-            state.bytesTransferred += completed - transfer.progress.completedBytes
+            state.bytesTransferred = state.bytesTransferred.addingClamped(
+                completed.subtractingClamped(transfer.progress.completedBytes))
             transfer.progress.completedBytes = completed
             transfer.progress.totalBytes = progress.totalBytes ?? transfer.progress.totalBytes
             let fraction = transfer.progress.fractionCompleted
@@ -167,7 +168,8 @@ final class ProgressCenter: Sendable {
             guard var transfer = state.transfers.removeValue(forKey: id) else { return nil }
             transfer.progress.status = status
             if case .finished = status, let total = transfer.progress.totalBytes {
-                state.bytesTransferred += max(0, total - transfer.progress.completedBytes)
+                state.bytesTransferred = state.bytesTransferred.addingClamped(
+                    max(0, total.subtractingClamped(transfer.progress.completedBytes)))
                 transfer.progress.completedBytes = max(transfer.progress.completedBytes, total)
             }
             let subscribers = Array((state.subscribers.removeValue(forKey: id) ?? [:]).values)

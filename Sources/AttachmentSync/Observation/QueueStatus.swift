@@ -4,16 +4,35 @@ import Foundation
 /// how big they are, what is transferring now, and what waits for a retry.
 public struct QueueStatus: Sendable {
     /// How many attachments are in one state, and their bytes.
+    ///
+    /// Sizes come from synced rows and from whatever writes the table, so any value may be there: only sizes
+    /// that are integers of at least 0 are summed, and sums saturate at `Int64.max` rather than overflow.
+    /// The records left out are counted: ``unknownSizeCount`` (no size recorded, as for a download not
+    /// fetched yet whose row carries none) and ``invalidSizeCount`` (a negative size, or a value that is not
+    /// an integer).
     public struct Totals: Sendable, Hashable {
         /// Attachments in the state.
         public var count: Int
-        /// The sum of their sizes, where known.
+        /// The sum of their sizes, where known and valid, saturated at `Int64.max`.
         public var bytes: Int64
+        /// How many of them have no size recorded: ``bytes`` leaves them out. The default is 0.
+        public var unknownSizeCount: Int = 0
+        /// How many of them have a size that is not a byte count (negative, or a real, text or blob value):
+        /// ``bytes`` leaves them out. The default is 0.
+        public var invalidSizeCount: Int = 0
 
         /// Creates totals.
         public init(count: Int, bytes: Int64) {
             self.count = count
             self.bytes = bytes
+        }
+
+        /// Creates totals that say how many records of unknown or invalid size they leave out.
+        public init(count: Int, bytes: Int64, unknownSizeCount: Int, invalidSizeCount: Int) {
+            self.count = count
+            self.bytes = bytes
+            self.unknownSizeCount = unknownSizeCount
+            self.invalidSizeCount = invalidSizeCount
         }
     }
 
@@ -229,7 +248,9 @@ extension AttachmentQueue {
             return StatusRow(
                 state: state,
                 totals: QueueStatus.Totals(
-                    count: try cursor.getInt(name: "n"), bytes: try cursor.getInt64Optional(name: "bytes") ?? 0),
+                    count: try cursor.getInt(name: "n"), bytes: try cursor.getInt64Optional(name: "bytes") ?? 0,
+                    unknownSizeCount: try cursor.getIntOptional(name: "attempts") ?? 0,
+                    invalidSizeCount: try cursor.getIntOptional(name: "next") ?? 0),
                 localBytes: try cursor.getInt64Optional(name: "local") ?? 0)
         }
         let next = try cursor.getInt64Optional(name: "next") ?? 0
@@ -253,12 +274,25 @@ extension AttachmentQueue {
         var localOnly = QueueStatus.Totals(count: 0, bytes: 0)
         var classes: [CachePolicy.Class: Int64] = [:]
         for row in rows {
-            if let (cacheClass, bytes) = row.cacheClass { classes[cacheClass, default: 0] += bytes }
-            if let totals = row.totals { states[row.state] = totals }
+            // Saturating: the sizes come from synced rows, and any device can write Int64.max.
+            if let (cacheClass, bytes) = row.cacheClass {
+                classes[cacheClass] = classes[cacheClass, default: 0].addingClamped(bytes)
+            }
+            if let totals = row.totals {
+                // A state outside the known ones is read as archived: its totals join archived's.
+                if let known = states[row.state] {
+                    states[row.state] = QueueStatus.Totals(
+                        count: known.count + totals.count, bytes: known.bytes.addingClamped(totals.bytes),
+                        unknownSizeCount: known.unknownSizeCount + totals.unknownSizeCount,
+                        invalidSizeCount: known.invalidSizeCount + totals.invalidSizeCount)
+                } else {
+                    states[row.state] = totals
+                }
+            }
             if let retry = row.retry { retries.append(retry) }
             if let entry = row.givenUp { givenUp.append(entry) }
             if let totals = row.localOnly { localOnly = totals }
-            local += row.localBytes
+            local = local.addingClamped(row.localBytes)
         }
         let (transfers, bytes) = progress?.snapshot() ?? ([], 0)
         return QueueStatus(

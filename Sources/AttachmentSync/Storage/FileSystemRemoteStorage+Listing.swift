@@ -109,6 +109,30 @@ extension FileSystemRemoteStorage: ListableRemoteStorage {
         }
     }
 
+    /// The SHA-256 stored beside the listed file (`.attachment-sync-sha256-<name>`, written before the file
+    /// is put in place by every upload), when the name is one the folder gives an attachment's file (its
+    /// filename escaped, or shortened when long) and the file is a regular file; otherwise `nil`.
+    public func storedSHA256(of file: RemoteFile) async throws -> String? {
+        let name = file.storedName
+        guard Self.isAttachmentFileName(name) else { return nil }
+        let path = directory.appendingPathComponent(name).path
+        guard try files.info(atPath: path)?.kind == .regular else { return nil }
+        return storedHash(of: path)
+    }
+
+    /// Whether `name` is one ``storedName(forFilename:)`` gives: an escaped filename, or a shortened one
+    /// (80 bytes of escaped text, `~` and a SHA-256 in hex).
+    static func isAttachmentFileName(_ name: String) -> Bool {
+        guard !name.isEmpty, !name.contains("/"), !name.hasPrefix(FileName.temporaryPrefix) else { return false }
+        if FileName.unescapedSafeName(name, keepingDots: true) != nil { return true }
+        let parts = name.split(separator: "~", omittingEmptySubsequences: false)
+        guard parts.count == 2, parts[0].utf8.count == 80, FileStreaming.isSHA256(String(parts[1])),
+            parts[1] == parts[1].lowercased()
+        else { return false }
+        let escaped = Set("abcdefghijklmnopqrstuvwxyz0123456789-_.^%")
+        return parts[0].allSatisfy { escaped.contains($0) }
+    }
+
     /// The file's size and the SHA-256 stored beside it; `nil` when the folder has no such file.
     public func fileInfo(attachment: Attachment) async throws -> RemoteObjectInfo? {
         let path = try fileURL(for: attachment).path

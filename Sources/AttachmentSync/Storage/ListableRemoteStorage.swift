@@ -11,6 +11,10 @@ import Foundation
 /// Files an adapter keeps for itself (the stored SHA-256 beside a file, say) are never listed as files;
 /// those no file needs any more are ``listLeftovers()``.
 ///
+/// A remote folder or bucket prefix is often shared with other things (a backup, a `readme.txt`, Finder's
+/// `.DS_Store`): ``storedSHA256(of:)`` tells a file this library wrote from one it did not, and `gc`
+/// deletes only the first kind.
+///
 /// ```swift
 /// var after: String? = nil
 /// repeat {
@@ -40,6 +44,23 @@ public protocol ListableRemoteStorage: RemoteStorageAdapter {
     /// stored with it at upload (when there is one); `nil` when there is no such file.
     func fileInfo(attachment: Attachment) async throws -> RemoteObjectInfo?
 
+    /// The SHA-256 this library stored with a listed file when it uploaded it, or `nil` when the file
+    /// carries none: then the library did not write it (or an old version did, before it stored hashes),
+    /// and `gc` (``RemoteGarbageCollection``) never deletes it.
+    ///
+    /// Every upload of the library's adapters stores the content's SHA-256 with the file: the folder and
+    /// HTTP remotes beside it, in `.attachment-sync-sha256-<name>`, S3 on the object, as
+    /// `x-amz-meta-sha256`. Other tools write neither. A name alone proves nothing (`readme.txt` is a fine
+    /// attachment filename), so the stored hash is the evidence, and the name must also be one the adapter
+    /// gives a file (``storedName(forFilename:)``).
+    ///
+    /// The default asks ``fileInfo(attachment:)`` for the file ``RemoteFile/filename`` names, when that
+    /// filename is stored under exactly this name, and returns its SHA-256 when it is well formed (64 hex
+    /// digits, lowercased). ``FileSystemRemoteStorage`` reads the stored hash beside the file by its name,
+    /// so shortened long names are recognised too. An adapter that stores no hashes proves no file: `gc`
+    /// then deletes nothing on it.
+    func storedSHA256(of file: RemoteFile) async throws -> String?
+
     /// The adapter's own files that no file needs any more, as `attachment-sync gc` collects them: the
     /// temporary file of an upload that was interrupted, a stored SHA-256 whose file is gone. Each with its
     /// size and age (an upload in progress has such files too: only old ones are collected).
@@ -58,6 +79,17 @@ public protocol ListableRemoteStorage: RemoteStorageAdapter {
 }
 
 extension ListableRemoteStorage {
+    /// The SHA-256 ``fileInfo(attachment:)`` reports for the file, when its listed name is the one its
+    /// filename is stored under and the hash is well formed; otherwise `nil`.
+    public func storedSHA256(of file: RemoteFile) async throws -> String? {
+        guard let filename = file.filename, (try? storedName(forFilename: filename)) == file.storedName else {
+            return nil
+        }
+        let info = try await fileInfo(attachment: Attachment(id: filename, filename: filename, state: .archived))
+        guard let sha256 = info?.sha256, FileStreaming.isSHA256(sha256) else { return nil }
+        return sha256.lowercased()
+    }
+
     /// None: the adapter keeps no files of its own.
     public func listLeftovers() async throws -> [RemoteFile] { [] }
 

@@ -5,11 +5,17 @@ import Foundation
 ///
 /// ``plan(remote:databases:table:grace:now:)`` lists the remote, then reads every record of every database
 /// given; a listed file is *unreferenced* when no record of any of them (in any state, archived ones
-/// included) has its filename. An unreferenced file is only a *candidate* for deletion when it was last
+/// included) has its filename. An unreferenced file is *foreign* when this library did not write it: it
+/// carries no SHA-256 stored by the library's upload (``ListableRemoteStorage/storedSHA256(of:)``: the
+/// folder and HTTP remotes' `.attachment-sync-sha256-<name>` beside it, S3's `x-amz-meta-sha256` on it).
+/// A remote folder or bucket prefix is often shared with other things (a backup, a `readme.txt`, Finder's
+/// `.DS_Store`), and a name alone proves nothing, so foreign files are listed and never deleted, whatever
+/// their age. An unreferenced file of the library's is only a *candidate* for deletion when it was last
 /// written longer ago than the grace period: a file another device uploaded a moment ago, whose row has
 /// not reached these databases yet, is younger than that and kept. A file whose age the remote does not
-/// say is kept too. ``apply(to:)`` deletes the candidates, and the adapter's own leftovers (the temporary
-/// file of an interrupted upload, a stored hash whose file is gone) older than the grace period.
+/// say is kept too. ``apply(to:)`` deletes the candidates (each after checking its stored hash again), and
+/// the adapter's own leftovers (the temporary file of an interrupted upload, a stored hash whose file is
+/// gone) older than the grace period.
 ///
 /// The caveat, honestly: each device's attachments table holds the attachments that device knows about.
 /// Give the databases of every device that may still need a file (or one that sees every row), and a
@@ -31,6 +37,9 @@ public struct RemoteGarbageCollection: Sendable {
     public var candidates: [RemoteFile]
     /// Unreferenced files kept because they are younger than the grace period (or of unknown age).
     public var recent: [RemoteFile]
+    /// Unreferenced files this library did not write (no SHA-256 of its uploads stored with them), by
+    /// stored name: kept, whatever their age.
+    public var foreign: [RemoteFile] = []
     /// The adapter's own files no file needs any more (see ``ListableRemoteStorage/listLeftovers()``),
     /// older than the grace period: ``apply(to:)`` deletes them too. Younger ones (an upload in progress,
     /// perhaps) are not planned.
@@ -40,15 +49,16 @@ public struct RemoteGarbageCollection: Sendable {
     /// The time the plan measured ages from.
     public var now: Date
 
-    /// The bytes the candidates take.
-    public var candidateBytes: Int64 { candidates.reduce(0) { $0 &+ $1.size } }
-    /// The bytes the leftovers take.
-    public var leftoverBytes: Int64 { leftovers.reduce(0) { $0 &+ $1.size } }
+    /// The bytes the candidates take, saturated at `Int64.max`.
+    public var candidateBytes: Int64 { candidates.reduce(0) { $0.addingClamped(max(0, $1.size)) } }
+    /// The bytes the leftovers take, saturated at `Int64.max`.
+    public var leftoverBytes: Int64 { leftovers.reduce(0) { $0.addingClamped(max(0, $1.size)) } }
 
     /// Finds the remote files that no record of `databases` refers to and that are older than `grace`.
     ///
     /// Changes nothing. The remote is listed before the databases are read, so a record added meanwhile
-    /// still protects its file.
+    /// still protects its file. Every unreferenced file is asked for its stored SHA-256 (a `HEAD` each on
+    /// S3 and HTTP, 8 at a time; a file read on a folder).
     ///
     /// - Parameters:
     ///   - remote: The remote storage the apps' queues use.
@@ -77,9 +87,9 @@ public struct RemoteGarbageCollection: Sendable {
         let listed = try await remote.allFiles()
         var referenced = Set<[UInt8]>()
         for db in databases {
-            for record in try await AttachmentStore.allRecords(of: db, table: table) {
+            for filename in try await referencedFilenames(in: db, table: table) {
                 // A filename the remote cannot store has no file to keep.
-                if let name = try? remote.storedName(forFilename: record.filename) {
+                if let name = try? remote.storedName(forFilename: filename) {
                     referenced.insert(Array(name.utf8))
                 }
             }
@@ -90,9 +100,12 @@ public struct RemoteGarbageCollection: Sendable {
         func isOld(_ file: RemoteFile) -> Bool {
             file.lastModified.map { now.timeIntervalSince($0) > graceSeconds } ?? false
         }
-        for file in listed {
-            if referenced.contains(Array(file.storedName.utf8)) {
-                plan.referencedFiles += 1
+        let unreferenced = listed.filter { !referenced.contains(Array($0.storedName.utf8)) }
+        plan.referencedFiles = listed.count - unreferenced.count
+        let written = try await libraryWritten(unreferenced, on: remote)
+        for (file, isLibrarys) in zip(unreferenced, written) {
+            if !isLibrarys {
+                plan.foreign.append(file)
             } else if isOld(file) {
                 plan.candidates.append(file)
             } else {
@@ -103,21 +116,72 @@ public struct RemoteGarbageCollection: Sendable {
         return plan
     }
 
+    /// The filename of every record of `table` in `db`, whatever its state (the id when it has none, as the
+    /// queue reads it). Only the names are read: a record whose other columns hold values the queue would
+    /// refuse (a size that is text, say) still keeps its file, and cannot stop the collection.
+    /// A database error names the database's file (``LocalDatabaseError/path``), as several are read.
+    static func referencedFilenames(in db: LocalDatabase, table: String) async throws -> [String] {
+        let store = AttachmentStore(table: table)
+        do {
+            return try await db.readTransaction { tx in
+                try store.checkTable(in: tx)
+                return try tx.getAll(sql: "SELECT id, filename FROM \(store.table)") { cursor in
+                    try cursor.getStringOptional(name: "filename") ?? cursor.getString(name: "id")
+                }
+            }
+        } catch var error as LocalDatabaseError {
+            if error.path == nil { error.path = db.path }
+            throw error
+        }
+    }
+
+    /// Whether each of `files` carries the SHA-256 the library's uploads store, asking up to 8 at a time.
+    static func libraryWritten(_ files: [RemoteFile], on remote: some ListableRemoteStorage) async throws -> [Bool] {
+        var results = [Bool](repeating: false, count: files.count)
+        try await withThrowingTaskGroup(of: (Int, Bool).self) { group in
+            var next = 0
+            func start() {
+                guard next < files.count else { return }
+                let (index, file) = (next, files[next])
+                next += 1
+                group.addTask { (index, try await remote.storedSHA256(of: file) != nil) }
+            }
+            for _ in 0..<8 { start() }
+            while let (index, written) = try await group.next() {
+                results[index] = written
+                start()
+            }
+        }
+        return results
+    }
+
     /// Deletes the candidates, then the leftovers, one after another, and returns how many files were
-    /// deleted.
+    /// deleted. A candidate is asked for its stored SHA-256 again just before its delete, and kept when it
+    /// has none any more (another tool put its own file under the name since the plan).
     ///
-    /// - Parameter remote: The remote the plan listed.
+    /// - Parameters:
+    ///   - remote: The remote the plan listed.
+    ///   - onEach: Called after each file with whether it was deleted (`false`: a candidate no longer
+    ///     carries the library's stored hash, and was kept). The default does nothing.
     /// - Throws: The first error the remote throws; the files before it are deleted, the rest are not.
     @discardableResult
-    public func apply(to remote: some ListableRemoteStorage) async throws -> Int {
+    public func apply(
+        to remote: some ListableRemoteStorage, onEach: @Sendable (RemoteFile, _ deleted: Bool) -> Void = { _, _ in }
+    ) async throws -> Int {
         var deleted = 0
         for file in candidates {
+            guard try await remote.storedSHA256(of: file) != nil else {
+                onEach(file, false)
+                continue
+            }
             try await remote.deleteListedFile(file)
             deleted += 1
+            onEach(file, true)
         }
         for file in leftovers {
             try await remote.deleteLeftover(file)
             deleted += 1
+            onEach(file, true)
         }
         return deleted
     }

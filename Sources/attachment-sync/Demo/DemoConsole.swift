@@ -20,10 +20,18 @@ final class DemoConsole: Sendable {
     /// Whether a status line is on screen without its line break yet (terminal only). Writes happen under
     /// its lock, so lines from different tasks never interleave.
     private let openStatus = LockedValue(false)
+    /// Whether standard output refused a write: nothing more is written to it.
+    private let outputClosed = LockedValue(false)
 
     /// A console for the process's standard output.
-    init() {
+    /// Called once when standard output refuses a write (its reader went away).
+    private let onOutputClosed: @Sendable () -> Void
+
+    /// A console for the process's standard output; `onOutputClosed` is called once when it refuses a write
+    /// (with `SIGPIPE` ignored: `demo | head`, say). The default does nothing.
+    init(onOutputClosed: @escaping @Sendable () -> Void = {}) {
         isTerminal = isatty(STDOUT_FILENO) == 1
+        self.onOutputClosed = onOutputClosed
     }
 
     /// Writes `text` as a line of its own.
@@ -61,10 +69,18 @@ final class DemoConsole: Sendable {
     /// Writes `text` to standard error, after ending an open status line.
     func error(_ text: String) {
         endStatus()
-        FileHandle.standardError.write(Data((text + "\n").utf8))
+        try? FileHandle.standardError.write(contentsOf: Data((text + "\n").utf8))
     }
 
+    /// Writes to standard output; once that fails (a reader that went away, as `demo | head` does), the
+    /// rest is dropped rather than crash the demo before it cleans up.
     private func write(_ text: String) {
-        FileHandle.standardOutput.write(Data(text.utf8))
+        guard !outputClosed.withLock({ $0 }) else { return }
+        do {
+            try FileHandle.standardOutput.write(contentsOf: Data(text.utf8))
+        } catch {
+            outputClosed.withLock { $0 = true }
+            onOutputClosed()
+        }
     }
 }

@@ -2,9 +2,10 @@ import AttachmentSync
 
 /// Formats the demo's numbers: byte counts, durations and the final table of states per device.
 enum DemoReport {
-    /// A byte count for people: `900 B`, `20.0 KiB`, `1.4 MiB`.
-    static func bytes(_ count: Int) -> String {
-        let units = ["B", "KiB", "MiB", "GiB"]
+    /// A byte count for people, in binary units (the ones `--bwlimit` and `--budget` take): `900 B`,
+    /// `20.0 KiB`, `1.4 MiB`, up to `8.0 EiB` (`Int64.max`, where sums of sizes saturate).
+    static func bytes(_ count: some BinaryInteger) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
         var value = Double(count)
         var unit = 0
         while value >= 1024, unit < units.count - 1 {

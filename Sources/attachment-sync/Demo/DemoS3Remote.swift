@@ -19,8 +19,10 @@ struct DemoS3Remote: DemoRemote {
     let presigned: PresignedRemoteStorage?
     /// How many operations the backend authorised, with `--presigned`.
     let authorizations = LockedValue(0)
-    /// Where the objects go.
+    /// Where the objects go, as `verify` and `gc` take a remote: `s3://bucket/prefix/ --endpoint URL`.
     let location: String
+    /// The bucket and key prefix alone: `s3://bucket/prefix/`.
+    let uri: String
 
     /// An adapter for `location`'s bucket, under its prefix followed by `runPrefix`.
     ///
@@ -58,7 +60,8 @@ struct DemoS3Remote: DemoRemote {
         }
         var base = location.endpoint.absoluteString
         while base.hasSuffix("/") { base.removeLast() }
-        self.location = "\(base)/\(location.bucket)/\(configuration.keyPrefix)"
+        uri = "s3://\(location.bucket)/\(configuration.keyPrefix)"
+        self.location = "\(uri) --endpoint \(base)"
     }
 
     var storage: any RemoteStorageAdapter { presigned ?? s3 }
@@ -75,7 +78,7 @@ struct DemoS3Remote: DemoRemote {
         } catch {
             throw DemoFailure(
                 "could not create or open bucket \(String(reflecting: s3.configuration.bucket)) at "
-                    + "\(s3.configuration.endpoint.absoluteString): \(error)")
+                    + "\(s3.configuration.endpoint.absoluteString): \(ErrorText.describe(error))")
         }
     }
 
@@ -98,26 +101,38 @@ struct DemoS3Remote: DemoRemote {
 
     /// Deletes the demo's objects (a missing one is fine) unless `keep`, then shuts the adapter's HTTP
     /// client down. Says nothing when the demo wrote nothing (it stopped before the first photo).
+    ///
+    /// The objects are those `filenames` name and whatever else the listing of this run's own key prefix
+    /// shows (an upload that finished as the demo was interrupted): the prefix is this run's alone.
     func finish(removing filenames: Set<String>, keep: Bool) async -> String? {
         var line: String?
-        if filenames.isEmpty {
+        var names = filenames
+        var failures: [String] = []
+        if !keep {
+            do {
+                names.formUnion(try await s3.allFiles().map(\.storedName))
+            } catch  where !filenames.isEmpty {
+                // With no photo saved, the bucket was likely never reached (the demo said why already).
+                failures.append("listing \(uri): \(ErrorText.describe(error))")
+            } catch {}
+        }
+        if names.isEmpty && failures.isEmpty {
             line = nil
         } else if keep {
-            line = "kept the objects under \(location)"
+            line = "kept the objects under \(location) (the remote to give verify and gc)"
         } else {
-            var failures: [String] = []
-            for filename in filenames.sorted() {
+            for filename in names.sorted() {
                 do {
                     try await s3.deleteFile(attachment: Self.attachment(filename))
                 } catch {
-                    failures.append("\(filename): \(error)")
+                    failures.append("\(filename): \(ErrorText.describe(error))")
                 }
             }
             if failures.isEmpty {
-                line = "removed the demo's objects under \(location) (pass --keep to keep them)"
+                line = "removed the demo's objects under \(uri) (pass --keep to keep them)"
             } else {
                 line =
-                    "could not remove \(failures.count) of the demo's objects under \(location): "
+                    "could not remove \(failures.count) of the demo's objects under \(uri): "
                     + failures.prefix(3).joined(separator: "; ")
             }
         }
@@ -129,7 +144,7 @@ struct DemoS3Remote: DemoRemote {
         do {
             try await s3.shutdown()
         } catch {
-            line = (line.map { $0 + "; " } ?? "") + "shutting the S3 client down failed: \(error)"
+            line = (line.map { $0 + "; " } ?? "") + "shutting the S3 client down failed: \(ErrorText.describe(error))"
         }
         return line
     }

@@ -29,6 +29,8 @@ struct DemoScenario: Sendable {
     var bandwidthLimit: BandwidthLimit? = nil
     /// Whether B's network goes down while the rows reach it (`--outage`).
     var outage = false
+    /// Stops the story at the deadline or on Ctrl-C, and says why.
+    var control = DemoControl()
     /// B's network, which the demo takes down and brings back with `--outage`.
     let networkOfB = ManualNetworkConditions()
 
@@ -112,24 +114,47 @@ struct DemoScenario: Sendable {
 
     /// Plays the story on the two devices and prints the final table; returns what went wrong, if anything,
     /// after printing the state the devices were left in.
+    ///
+    /// The story runs in a task the deadline and Ctrl-C cancel (``DemoControl``): every step, capturing the
+    /// photos included, ends there.
     private func playAndReport(_ a: DemoDevice, _ b: DemoDevice) async -> (any Error)? {
         let clock = ContinuousClock()
         let started = clock.now
         let deadline = started.advanced(by: timeout)
+        let control = control
+        let watchdog = Task {
+            try await clock.sleep(until: deadline)
+            control.stop(.timedOut)
+        }
+        defer { watchdog.cancel() }
         describeLayout(a, b)
+        control.lastSeen.withLock { $0 = "while the devices started" }
         do {
             try await a.queue.startSync()
             try await b.queue.startSync()
-            try await play(a, b, deadline: deadline)
+            try await control.run { try await play(a, b, deadline: deadline) }
+            watchdog.cancel()
             try await report(a, b, failed: false)
             console.line("demo converged in \(DemoReport.seconds(clock.now - started)): \(count) photos")
             return nil
         } catch {
             console.endStatus()
-            console.line()
-            console.line("state when the demo stopped:")
-            try? await report(a, b, failed: true)
-            return error
+            switch control.reason {
+            case .signal(let number):
+                // The user wants out: no report, which may download every remote copy.
+                return DemoFailure("interrupted by \(DemoControl.name(of: number))")
+            case .timedOut where !(error is DemoFailure):
+                console.line()
+                console.line("state when the demo stopped:")
+                try? await report(a, b, failed: true)
+                return DemoFailure(
+                    "timed out after \(DemoReport.shortSeconds(timeout)) \(control.lastSeen.withLock { $0 })")
+            default:
+                console.line()
+                console.line("state when the demo stopped:")
+                try? await report(a, b, failed: true)
+                return error
+            }
         }
     }
 
@@ -226,6 +251,7 @@ struct DemoScenario: Sendable {
         let a = stage.a
         console.line()
         console.line("1. A completes \(count) checklist items, with a photo each")
+        control.lastSeen.withLock { $0 = "while A captured 0/\(count) photos" }
         let rows = checklistRows()
         try await a.db.writeTransaction { tx in
             for row in rows {
@@ -240,6 +266,14 @@ struct DemoScenario: Sendable {
         var photos: [Photo] = []
         var capturedBytes = 0
         for (index, row) in rows.enumerated() {
+            // The deadline covers capturing too: a thousand photos on a slow disk take a while.
+            let progress = "while A captured \(index)/\(count) photos"
+            control.lastSeen.withLock { $0 = progress }
+            try Task.checkCancellation()
+            if ContinuousClock.now >= stage.deadline {
+                console.endStatus()
+                throw DemoFailure("timed out after \(DemoReport.shortSeconds(timeout)) \(progress)")
+            }
             let data = generator.photo(index)
             let checklistId = row.id
             let attachment = try await a.queue.saveFile(data: data, mediaType: "image/jpeg", fileExtension: "jpg") {
@@ -484,6 +518,7 @@ struct DemoScenario: Sendable {
         var lastLine = ""
         for _ in 0..<polls {
             let poll = try await check()
+            control.lastSeen.withLock { $0 = "waiting for \(what); last seen: \(poll.line)" }
             if poll.isDone {
                 let elapsed = clock.now - started
                 var rate = ""
@@ -491,7 +526,7 @@ struct DemoScenario: Sendable {
                     let perSecond =
                         Double(bytes)
                         / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
-                    rate = ", \(BandwidthLimit.rate(Int64(perSecond.rounded())))"
+                    rate = ", \(BandwidthLimit.rate(Int64(clamping: perSecond.rounded())))"
                 }
                 console.status("\(poll.line)  in \(DemoReport.seconds(elapsed))\(rate)", milestone: true)
                 console.endStatus()

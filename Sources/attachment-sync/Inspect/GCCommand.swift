@@ -13,7 +13,15 @@ struct GCCommand: AsyncParsableCommand {
             --db. A remote file that no record of any of them names (in any state, archived ones included) is \
             unreferenced; it is deleted only when it was last written longer ago than the grace period (a \
             file whose age the remote does not say is kept). Without --apply nothing is deleted: the files \
-            that would be are printed with their bytes. Files the remote adapter kept for itself that no             file needs any more (a folder remote's temporary files of interrupted uploads, stored hashes of             deleted files) are collected the same way, once older than the grace period.
+            that would be are printed with their bytes. Files the remote adapter kept for itself that no \
+            file needs any more (a folder remote's temporary files of interrupted uploads, stored hashes of \
+            deleted files) are collected the same way, once older than the grace period.
+
+            Only files this library wrote are ever deleted: those that carry the SHA-256 its uploads store \
+            (beside the file in a folder or WebDAV remote, as x-amz-meta-sha256 on an S3 object), checked \
+            again just before each delete. Anything else in the folder or under the prefix (a backup, a \
+            readme.txt, .DS_Store, a file an old version uploaded before it stored hashes) is listed as \
+            foreign and kept, whatever its age.
 
             The caveat: each device's attachments table knows the attachments that device has seen. A file \
             uploaded by a device whose rows have not reached these databases yet looks unreferenced. Give the \
@@ -40,6 +48,7 @@ struct GCCommand: AsyncParsableCommand {
     var table = "attachments"
 
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
             "How old an unreferenced file must be to be deleted: a number and s, m, h or d (7d, 36h, 0s).",
             valueName: "age"))
@@ -65,6 +74,7 @@ struct GCCommand: AsyncParsableCommand {
         let remote = try OpenedRemote.open(remoteOptions, command: "gc")
         let plan: RemoteGarbageCollection
         var deleted = 0
+        var keptAtApply: [RemoteFile] = []
         var opened: [LocalDatabase] = []
         do {
             for path in databases {
@@ -75,14 +85,16 @@ struct GCCommand: AsyncParsableCommand {
             for db in opened { try await db.close() }
             opened = []
             if apply {
-                for file in plan.candidates {
-                    try await remote.storage.deleteListedFile(file)
-                    deleted += 1
+                let counts = LockedValue((deleted: 0, kept: [RemoteFile]()))
+                do {
+                    try await plan.apply(to: remote.storage) { file, wasDeleted in
+                        counts.withLock { if wasDeleted { $0.deleted += 1 } else { $0.kept.append(file) } }
+                    }
+                } catch {
+                    deleted = counts.withLock { $0.deleted }
+                    throw error
                 }
-                for file in plan.leftovers {
-                    try await remote.storage.deleteLeftover(file)
-                    deleted += 1
-                }
+                (deleted, keptAtApply) = counts.withLock { ($0.deleted, $0.kept) }
             }
         } catch {
             for db in opened { try? await db.close() }
@@ -95,9 +107,9 @@ struct GCCommand: AsyncParsableCommand {
         }
         await remote.shutdown()
         if json {
-            print(try GCJSON(plan, remote: remote.description, applied: apply).encoded())
+            print(try GCJSON(plan, remote: remote.description, applied: apply, keptAtApply: keptAtApply).encoded())
         } else {
-            print(Self.text(plan, remote: remote.description, grace: grace, applied: apply))
+            print(Self.text(plan, remote: remote.description, grace: grace, applied: apply, keptAtApply: keptAtApply))
         }
     }
 
@@ -114,23 +126,35 @@ struct GCCommand: AsyncParsableCommand {
         return value * unit
     }
 
-    static func text(_ plan: RemoteGarbageCollection, remote: String, grace: String, applied: Bool) -> String {
+    static func text(
+        _ plan: RemoteGarbageCollection, remote: String, grace: String, applied: Bool, keptAtApply: [RemoteFile] = []
+    ) -> String {
         let unreferenced = plan.candidates.count + plan.recent.count
         var lines = [
             "listed \(plan.listedFiles) file\(plan.listedFiles == 1 ? "" : "s") in \(remote): "
                 + "\(plan.referencedFiles) referenced, \(unreferenced) unreferenced"
+                + (plan.foreign.isEmpty ? "" : ", \(plan.foreign.count) foreign")
         ]
-        let bytes = DemoReport.bytes(Int(clamping: plan.candidateBytes))
+        // With --apply, the candidates kept because they lost their stored hash are listed apart.
+        let kept = Set(keptAtApply.map(\.storedName))
+        let deleted = plan.candidates.filter { !kept.contains($0.storedName) }
+        let bytes = DemoReport.bytes(deleted.reduce(Int64(0)) { $0.addingClamped(max(0, $1.size)) })
         if plan.candidates.isEmpty {
-            lines.append("nothing to delete: no unreferenced file is older than \(grace)")
+            lines.append("nothing to delete: no unreferenced file of this library's is older than \(grace)")
         } else {
-            let count = "\(plan.candidates.count) file\(plan.candidates.count == 1 ? "" : "s")"
+            let count = "\(deleted.count) file\(deleted.count == 1 ? "" : "s")"
             lines.append(
                 (applied ? "deleted \(count) (\(bytes))" : "would delete \(count) (\(bytes))")
                     + " last written more than \(grace) ago:")
-            for file in plan.candidates {
+            for file in deleted {
                 lines.append("  \(file.storedName)  \(Self.describe(file, now: plan.now))")
             }
+        }
+        if !keptAtApply.isEmpty {
+            lines.append(
+                "kept \(keptAtApply.count) of them: no longer carrying this library's stored SHA-256 when their "
+                    + "turn came (another tool wrote under the name since the listing):")
+            for file in keptAtApply { lines.append("  \(file.storedName)") }
         }
         if !plan.recent.isEmpty {
             lines.append(
@@ -141,9 +165,18 @@ struct GCCommand: AsyncParsableCommand {
             }
             if plan.recent.count > 20 { lines.append("  … and \(plan.recent.count - 20) more") }
         }
+        if !plan.foreign.isEmpty {
+            lines.append(
+                "kept \(plan.foreign.count) file\(plan.foreign.count == 1 ? "" : "s") this library did not write "
+                    + "(no SHA-256 of its uploads stored with them), whatever their age:")
+            for file in plan.foreign.prefix(50) {
+                lines.append("  \(file.storedName)  \(Self.describe(file, now: plan.now))")
+            }
+            if plan.foreign.count > 50 { lines.append("  … and \(plan.foreign.count - 50) more") }
+        }
         if !plan.leftovers.isEmpty {
             let count = "\(plan.leftovers.count) file\(plan.leftovers.count == 1 ? "" : "s")"
-            let bytes = DemoReport.bytes(Int(clamping: plan.leftoverBytes))
+            let bytes = DemoReport.bytes(plan.leftoverBytes)
             lines.append(
                 (applied ? "deleted \(count)" : "would delete \(count)") + " (\(bytes)) the remote kept for itself "
                     + "and no file needs (interrupted uploads, hashes of deleted files), older than \(grace):")
@@ -159,7 +192,7 @@ struct GCCommand: AsyncParsableCommand {
     }
 
     static func describe(_ file: RemoteFile, now: Date) -> String {
-        let size = DemoReport.bytes(Int(clamping: file.size))
+        let size = DemoReport.bytes(file.size)
         guard let modified = file.lastModified else { return "\(size), age unknown" }
         return "\(size), written \(age(now.timeIntervalSince(modified))) ago"
     }
@@ -194,11 +227,15 @@ struct GCJSON: Encodable {
     /// Deleted with --apply, else what would be.
     var candidates: [File]
     var recent: [File]
+    /// Unreferenced files this library did not write (no stored SHA-256 of its uploads): never deleted.
+    var foreign: [File]
+    /// Candidates kept at --apply: they no longer carried the library's stored SHA-256 when their turn came.
+    var keptAtApply: [File]
     /// The remote's own files no file needs, older than the grace period: deleted with --apply too.
     var leftovers: [File]
     var leftoverBytes: Int64
 
-    init(_ plan: RemoteGarbageCollection, remote: String, applied: Bool) {
+    init(_ plan: RemoteGarbageCollection, remote: String, applied: Bool, keptAtApply: [RemoteFile] = []) {
         self.remote = remote
         self.applied = applied
         graceSeconds = plan.grace.components.seconds
@@ -213,6 +250,8 @@ struct GCJSON: Encodable {
         }
         candidates = plan.candidates.map(file)
         recent = plan.recent.map(file)
+        foreign = plan.foreign.map(file)
+        self.keptAtApply = keptAtApply.map(file)
         leftovers = plan.leftovers.map(file)
         leftoverBytes = plan.leftoverBytes
     }

@@ -29,20 +29,32 @@ struct StatusCommand: AsyncParsableCommand {
     var table = "attachments"
 
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
-            "A cache budget to measure the local content against (the queue's maxCacheBytes), in bytes.",
-            valueName: "bytes"))
-    var budget: Int64?
+            "A cache budget to measure the local content against (the queue's maxCacheBytes): bytes, or a number "
+                + "with K, M, G or T (multiples of 1024, as --bwlimit: 300000, 512K, 1.5G).",
+            valueName: "size"))
+    var budget: String?
 
-    @Option(help: "How many of the largest attachments to list.")
+    @Option(parsing: .unconditional, help: "How many of the largest attachments to list.")
     var largest = 10
 
     @Flag(help: "Print JSON (stable keys, for scripts) instead of a table.")
     var json = false
 
     func validate() throws {
-        if let budget, budget < 0 { throw ValidationError("--budget must not be negative, not \(budget).") }
+        _ = try budgetBytes()
         guard largest >= 0 else { throw ValidationError("--largest must not be negative, not \(largest).") }
+    }
+
+    /// `--budget` in bytes, or `nil` without it.
+    func budgetBytes() throws -> Int64? {
+        guard let budget else { return nil }
+        guard let bytes = ByteCount.parse(budget) else {
+            throw ValidationError(
+                "--budget must be a size, \(ByteCount.syntax), not \(String(reflecting: budget)).")
+        }
+        return bytes
     }
 
     func run() async throws {
@@ -51,14 +63,15 @@ struct StatusCommand: AsyncParsableCommand {
             let db = try LocalDatabase.readOnly(path: database)
             do {
                 report = try await AttachmentTableReport.read(
-                    from: db, table: table, maxCacheBytes: budget, largest: largest)
+                    from: db, table: table, maxCacheBytes: try budgetBytes(), largest: largest)
                 try await db.close()
             } catch {
                 try? await db.close()
                 throw error
             }
         } catch {
-            FileHandle.standardError.write(Data("attachment-sync status: \(Self.describe(error))\n".utf8))
+            FileHandle.standardError.write(
+                Data("attachment-sync status: \(Self.describe(error, database: database))\n".utf8))
             throw ExitCode(1)
         }
         if json {
@@ -68,10 +81,9 @@ struct StatusCommand: AsyncParsableCommand {
         }
     }
 
-    /// An error as one line for people.
-    static func describe(_ error: any Error) -> String {
-        if let error = error as? AttachmentError { return error.message }
-        if let error = error as? LocalDatabaseError { return error.message }
-        return "\(error)"
+    /// An error as one line for people (see ``ErrorText``); `database` is named when SQLite's message
+    /// does not name it.
+    static func describe(_ error: any Error, database: String? = nil) -> String {
+        ErrorText.describe(error, database: database)
     }
 }

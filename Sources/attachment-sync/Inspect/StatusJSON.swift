@@ -6,7 +6,34 @@ import Foundation
 struct StatusJSON: Encodable {
     struct Totals: Encodable {
         var count: Int
+        /// Valid sizes only, saturated at Int64.max.
         var bytes: Int64
+        /// Records with no size: not in `bytes`.
+        var unknownSizeCount: Int
+        /// Records whose size is not a byte count: not in `bytes`.
+        var invalidSizeCount: Int
+
+        init(_ totals: QueueStatus.Totals?) {
+            count = totals?.count ?? 0
+            bytes = totals?.bytes ?? 0
+            unknownSizeCount = totals?.unknownSizeCount ?? 0
+            invalidSizeCount = totals?.invalidSizeCount ?? 0
+        }
+    }
+
+    struct Bytes: Encodable {
+        var count: Int
+        var bytes: Int64
+    }
+
+    /// A record whose size is not a byte count, as the table holds it.
+    struct InvalidSize: Encodable {
+        var id: String
+        var state: Nullable<String>
+        /// `INTEGER` (negative), `REAL`, `TEXT` or `BLOB`.
+        var storageClass: String
+        /// The value as text: `-7`, `1.5`, `"abc"`, `<2 bytes>`.
+        var size: String
     }
 
     struct Cache: Encodable {
@@ -50,11 +77,13 @@ struct StatusJSON: Encodable {
     var records: Int
     var states: [String: Totals]
     var localContentBytes: Int64
-    var localOnly: Totals
+    var localOnly: Bytes
     var cache: Cache
     var waitingForRetry: [Retry]
     var givenUp: [GivenUp]
     var largest: [Entry]
+    /// Up to 100 records whose size is not a byte count (the states' totals count them all).
+    var invalidSizes: [InvalidSize]
 
     init(_ report: AttachmentTableReport) {
         let status = report.status
@@ -62,11 +91,10 @@ struct StatusJSON: Encodable {
         records = report.recordCount
         states = Dictionary(
             uniqueKeysWithValues: AttachmentState.allCases.map { state in
-                let totals = status.states[state]
-                return (state.description, Totals(count: totals?.count ?? 0, bytes: totals?.bytes ?? 0))
+                (state.description, Totals(status.states[state]))
             })
         localContentBytes = status.localContentBytes
-        localOnly = Totals(count: status.localOnly.count, bytes: status.localOnly.bytes)
+        localOnly = Bytes(count: status.localOnly.count, bytes: status.localOnly.bytes)
         let cache = status.cache
         self.cache = Cache(
             budget: Nullable(cache.budget), usedBytes: cache.usedBytes, evictableBytes: cache.evictableBytes,
@@ -87,6 +115,11 @@ struct StatusJSON: Encodable {
             Entry(
                 id: $0.id, filename: $0.filename, state: $0.state.description, size: Nullable($0.size),
                 contentAvailable: $0.contentAvailable, isLocalOnly: $0.isLocalOnly)
+        }
+        invalidSizes = report.invalidSizes.map {
+            InvalidSize(
+                id: $0.id, state: Nullable($0.state?.description), storageClass: $0.size.storageClass,
+                size: StatusTable.oneLine($0.size.description, limit: 200))
         }
     }
 

@@ -16,17 +16,34 @@ struct StatusTable {
         lines.append(row("state", "count", "bytes"))
         for state in AttachmentState.allCases {
             let totals = status.states[state]
-            lines.append(row(Self.name(state), "\(totals?.count ?? 0)", DemoReport.bytes(Int(totals?.bytes ?? 0))))
+            lines.append(
+                row(Self.name(state), "\(totals?.count ?? 0)", DemoReport.bytes(totals?.bytes ?? 0))
+                    + (totals.map(Self.leftOut) ?? ""))
+        }
+        if status.states.values.contains(where: { $0.bytes == .max }) {
+            lines.append("(a total of 8.0 EiB is the most a total holds: the sizes add up to more)")
+        }
+        if !report.invalidSizes.isEmpty {
+            let count = status.states.values.reduce(0) { $0 + $1.invalidSizeCount }
+            lines.append("")
+            lines.append(
+                "sizes that are not byte counts (\(count); left out of every total, the table holds them as shown):")
+            for entry in report.invalidSizes.prefix(20) {
+                lines.append(
+                    "  \(entry.id)  \(entry.state.map(Self.name) ?? "unknown state")  size "
+                        + Self.oneLine("\(entry.size.storageClass) \(entry.size)", limit: 60))
+            }
+            if count > 20 { lines.append("  … and \(count - 20) more") }
         }
         let cache = status.cache
         lines.append("")
         lines.append(
-            "on this device: \(DemoReport.bytes(Int(cache.usedBytes)))"
-                + (cache.budget.map { " of a \(DemoReport.bytes(Int($0))) budget" } ?? ""))
+            "on this device: \(DemoReport.bytes(cache.usedBytes))"
+                + (cache.budget.map { " of a \(DemoReport.bytes($0)) budget" } ?? ""))
         lines.append(
-            "  evictable \(DemoReport.bytes(Int(cache.evictableBytes))), pinned \(DemoReport.bytes(Int(cache.pinnedBytes))), "
-                + "never uploaded \(DemoReport.bytes(Int(cache.notUploadedBytes))), downloaded or queued "
-                + "\(DemoReport.bytes(Int(cache.keptBytes)))")
+            "  evictable \(DemoReport.bytes(cache.evictableBytes)), pinned \(DemoReport.bytes(cache.pinnedBytes)), "
+                + "never uploaded \(DemoReport.bytes(cache.notUploadedBytes)), downloaded or queued "
+                + "\(DemoReport.bytes(cache.keptBytes))")
         if cache.cannotMeetBudget {
             lines.append("  the budget cannot be met: what may not be evicted is more than that")
         } else if let budget = cache.budget, cache.usedBytes > budget {
@@ -35,7 +52,7 @@ struct StatusTable {
         if status.localOnly.count > 0 {
             lines.append(
                 "only on this device: \(status.localOnly.count) attachment\(status.localOnly.count == 1 ? "" : "s"), "
-                    + "\(DemoReport.bytes(Int(status.localOnly.bytes))) never uploaded")
+                    + "\(DemoReport.bytes(status.localOnly.bytes)) never uploaded")
         }
         if !status.waitingForRetry.isEmpty {
             lines.append("")
@@ -65,7 +82,7 @@ struct StatusTable {
             lines.append("")
             lines.append("largest:")
             for entry in report.largest {
-                let size = DemoReport.bytes(Int(entry.size ?? 0))
+                let size = DemoReport.bytes(entry.size ?? 0)
                 lines.append(
                     "  " + String(repeating: " ", count: max(0, 10 - size.count)) + size
                         + "  \(entry.id)  \(Self.name(entry.state))"
@@ -78,6 +95,16 @@ struct StatusTable {
     private func row(_ name: String, _ count: String, _ bytes: String) -> String {
         name.padding(toLength: 16, withPad: " ", startingAt: 0) + String(repeating: " ", count: max(0, 7 - count.count))
             + count + String(repeating: " ", count: max(0, 12 - bytes.count)) + bytes
+    }
+
+    /// What a state's byte total leaves out, after its row: `  (2 of unknown size, not counted)`.
+    static func leftOut(_ totals: QueueStatus.Totals) -> String {
+        var parts: [String] = []
+        if totals.unknownSizeCount > 0 { parts.append("\(totals.unknownSizeCount) of unknown size") }
+        if totals.invalidSizeCount > 0 {
+            parts.append("\(totals.invalidSizeCount) of a size that is not a byte count")
+        }
+        return parts.isEmpty ? "" : "  (\(parts.joined(separator: ", ")): not counted)"
     }
 
     static func name(_ state: AttachmentState) -> String {
@@ -94,9 +121,9 @@ struct StatusTable {
         ISO8601DateFormatter().string(from: date)
     }
 
-    /// An error message on one line, at most 160 characters.
-    static func oneLine(_ text: String) -> String {
-        let flat = text.replacingOccurrences(of: "\n", with: " ")
-        return flat.count > 160 ? String(flat.prefix(159)) + "…" : flat
+    /// A text on one line, at most `limit` characters (an error message, a value from the table).
+    static func oneLine(_ text: String, limit: Int = 160) -> String {
+        let flat = text.replacingOccurrences(of: "\n", with: " ").replacingOccurrences(of: "\r", with: " ")
+        return flat.count > limit ? String(flat.prefix(limit - 1)) + "…" : flat
     }
 }

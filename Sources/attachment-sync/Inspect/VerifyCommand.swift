@@ -79,7 +79,7 @@ struct VerifyCommand: AsyncParsableCommand {
             await remote?.shutdown()
             if interactive { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
             FileHandle.standardError.write(
-                Data("attachment-sync verify: \(Self.describe(error, directory: dir))\n".utf8))
+                Data("attachment-sync verify: \(Self.describe(error, directory: dir, database: database))\n".utf8))
             throw ExitCode(1)
         }
         await remote?.shutdown()
@@ -165,12 +165,12 @@ struct VerifyCommand: AsyncParsableCommand {
         FileHandle.standardError.write(Data("\rchecked \(checked) of \(total) \(what)".utf8))
     }
 
-    static func describe(_ error: any Error, directory: String) -> String {
+    static func describe(_ error: any Error, directory: String, database: String? = nil) -> String {
         if let error = error as? AttachmentError, error.code == .directoryInUse {
             return "the app (or another process) has an attachment queue open on \(directory): stop it, then run "
                 + "verify --repair again; nothing was changed"
         }
-        return StatusCommand.describe(error)
+        return StatusCommand.describe(error, database: database)
     }
 
     static func text(_ repaired: Repaired) -> String {

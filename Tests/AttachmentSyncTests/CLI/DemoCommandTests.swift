@@ -61,15 +61,15 @@ struct DemoCommandTests {
         // Then it converges, says so, and neither direction went faster than the cap allows (a tenth of a
         // second's burst aside)
         #expect(result.status == 0, "stderr: \(result.standardError)")
-        #expect(result.standardOutput.contains("capped at up 262 kB/s, down 262 kB/s on each device (--bwlimit)"))
+        #expect(result.standardOutput.contains("capped at up 256 KiB/s, down 256 KiB/s on each device (--bwlimit)"))
         #expect(result.standardOutput.contains("demo converged"))
         for prefix in ["A  uploaded 4/4", "B  downloaded 4/4"] {
             let line = try #require(
                 result.standardOutput.split(separator: "\n").last { $0.hasPrefix(prefix) }, "\(prefix)")
             let rate = try #require(
                 line.split(separator: ", ").last?.split(separator: " ").first.flatMap { Double($0) })
-            #expect(line.hasSuffix("kB/s"), "\(line)")
-            #expect(rate <= 262 * 1.3, "\(line)")
+            #expect(line.hasSuffix("KiB/s"), "\(line)")
+            #expect(rate <= 256 * 1.3, "\(line)")
         }
 
         // And a rate that is not one is refused before anything runs
@@ -112,7 +112,7 @@ struct DemoCommandTests {
 
         // Then it refuses before doing anything, saying why
         #expect(result.status != 0)
-        #expect(result.standardError.contains("--count must be at least 1"), "stderr: \(result.standardError)")
+        #expect(result.standardError.contains("--count must be between 1 and 1000"), "stderr: \(result.standardError)")
         #expect(!result.standardOutput.contains("demo converged"))
     }
 

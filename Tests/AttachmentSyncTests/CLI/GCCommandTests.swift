@@ -42,7 +42,7 @@ struct GCCommandTests {
         let dryRun = try await tool.run(["gc", "--remote", remotePath, "--db", phoneDB, "--db", tabletDB])
         #expect(dryRun.status == 0, "stderr: \(dryRun.standardError)")
         #expect(dryRun.standardOutput.contains("listed 4 files"), "\(dryRun.standardOutput)")
-        #expect(dryRun.standardOutput.contains("2 referenced, 2 unreferenced"))
+        #expect(dryRun.standardOutput.contains("2 referenced, 1 unreferenced, 1 foreign"))
         #expect(dryRun.standardOutput.contains("would delete 1 file (4.0 KiB)"))
         #expect(dryRun.standardOutput.contains("^old%20^photo.^j^p^g"))
         #expect(dryRun.standardOutput.contains("fresh.jpg  100 B, written"))
@@ -61,7 +61,9 @@ struct GCCommandTests {
         let candidates = try #require(document["candidates"] as? [[String: Any]])
         #expect(candidates.compactMap { $0["filename"] as? String } == ["Old Photo.JPG"])
         let recent = try #require(document["recent"] as? [[String: Any]])
-        #expect(recent.compactMap { $0["name"] as? String }.sorted() == ["fresh.jpg", "tablet.jpg"])
+        #expect(recent.compactMap { $0["name"] as? String } == ["tablet.jpg"])
+        let foreign = try #require(document["foreign"] as? [[String: Any]])
+        #expect(foreign.compactMap { $0["name"] as? String } == ["fresh.jpg"], "written by no queue: no stored hash")
         let leftovers = try #require(document["leftovers"] as? [[String: Any]])
         #expect(leftovers.compactMap { $0["name"] as? String } == [interrupted.lastPathComponent])
         #expect(document["leftoverBytes"] as? Int == 2_048)
@@ -75,11 +77,77 @@ struct GCCommandTests {
         #expect(!left.contains(".attachment-sync-sha256-^old%20^photo.^j^p^g"), "its stored hash went with it")
         #expect(left.contains(".attachment-sync-sha256-phone.jpg"))
 
-        // With no grace, the fresh one goes too; referenced files never do.
-        let all = try await tool.run(
-            ["gc", "--remote", remotePath, "--db", phoneDB, "--db", tabletDB, "--apply", "--grace", "0s"])
+        // With no grace, the tablet's photo goes when only the phone's database is given; referenced files
+        // never do, nor does the file no queue wrote.
+        let all = try await tool.run(["gc", "--remote", remotePath, "--db", phoneDB, "--apply", "--grace", "0s"])
         #expect(all.status == 0)
-        #expect(try Self.names(remotePath).filter { !$0.hasPrefix(".") } == ["phone.jpg", "tablet.jpg"])
+        #expect(try Self.names(remotePath).filter { !$0.hasPrefix(".") } == ["fresh.jpg", "phone.jpg"])
+    }
+
+    @Test("files the library did not write (no stored SHA-256) are listed as foreign and kept, whatever their age")
+    func keepsForeignFiles() async throws {
+        let remoteFolder = try TemporaryDirectory()
+        let remotePath = remoteFolder.path("remote")
+        let remote = FileSystemRemoteStorage(directory: remotePath)
+        let phone = try QueueHarness(remote: remote)
+        _ = try await phone.queue.saveFile(data: testBytes(3_000), mediaType: nil, fileExtension: "jpg", id: "phone")
+        try await phone.queue.syncNow()
+        await phone.queue.close()
+        let month = Date().addingTimeInterval(-30 * 86_400)
+        // An attachment a device uploaded and no record names any more: the library's, collectable.
+        let orphan = Attachment(id: "orphan", filename: "orphan.jpg", state: .synced)
+        try await remote.uploadFile(data: testBytes(1_024), attachment: orphan)
+        try FileManager.default.setAttributes(
+            [.modificationDate: month], ofItemAtPath: try remote.fileURL(for: orphan).path)
+        // What people and other tools keep in a shared folder, a month old; one named like an attachment.
+        let foreign: [String: Data] = [
+            ".DS_Store": Data([0, 0, 0, 1, 66, 117, 100, 49]), "important-backup.tar": testBytes(5_000, seed: 3),
+            "readme.txt": Data("Photos of the site inspections. Do not delete.\n".utf8),
+            "lost-photo.jpg": testBytes(700, seed: 4),
+        ]
+        for (name, data) in foreign {
+            let url = URL(fileURLWithPath: remotePath).appendingPathComponent(name)
+            try data.write(to: url)
+            try FileManager.default.setAttributes([.modificationDate: month], ofItemAtPath: url.path)
+        }
+        let tool = try CommandLineTool.locate()
+        let db = phone.folder.path("app.sqlite")
+
+        let dryRun = try await tool.run(["gc", "--remote", remotePath, "--db", db])
+        #expect(dryRun.status == 0, "stderr: \(dryRun.standardError)")
+        let output = dryRun.standardOutput
+        #expect(output.contains("listed 6 files"), "\(output)")
+        #expect(output.contains("1 referenced, 1 unreferenced, 4 foreign"), "\(output)")
+        #expect(output.contains("would delete 1 file (1.0 KiB)"), "\(output)")
+        let wouldDelete =
+            output.components(separatedBy: "would delete").dropFirst().joined()
+            .components(separatedBy: "kept").first ?? ""
+        #expect(wouldDelete.contains("orphan.jpg"))
+        for name in foreign.keys {
+            #expect(!wouldDelete.contains(name), "\(name) is not the library's: \(output)")
+        }
+        let kept = try #require(output.components(separatedBy: "kept 4 files this library did not write").last)
+        for name in foreign.keys { #expect(kept.contains("  \(name)  "), "\(name): \(output)") }
+
+        let json = try await tool.run(["gc", "--remote", remotePath, "--db", db, "--json"])
+        #expect(json.status == 0)
+        let document = try #require(
+            try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [String: Any])
+        let candidates = try #require(document["candidates"] as? [[String: Any]])
+        #expect(candidates.compactMap { $0["name"] as? String } == ["orphan.jpg"])
+        let foreignListed = try #require(document["foreign"] as? [[String: Any]])
+        #expect(foreignListed.compactMap { $0["name"] as? String } == foreign.keys.sorted())
+
+        let applied = try await tool.run(["gc", "--remote", remotePath, "--db", db, "--apply", "--grace", "0s"])
+        #expect(applied.status == 0, "stderr: \(applied.standardError)")
+        #expect(applied.standardOutput.contains("deleted 1 file (1.0 KiB)"), "\(applied.standardOutput)")
+        for (name, data) in foreign {
+            let url = URL(fileURLWithPath: remotePath).appendingPathComponent(name)
+            #expect(try Data(contentsOf: url) == data, "\(name) is kept, byte for byte")
+        }
+        let left = try Self.names(remotePath)
+        #expect(!left.contains("orphan.jpg") && !left.contains(".attachment-sync-sha256-orphan.jpg"))
+        #expect(left.contains("phone.jpg"))
     }
 
     @Test("bad arguments exit 64 naming the problem; an unreadable database exits 1 and deletes nothing")

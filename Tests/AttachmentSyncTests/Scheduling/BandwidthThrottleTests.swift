@@ -60,8 +60,11 @@ struct BandwidthThrottleTests {
         }
         #expect(error?.code == .invalidConfiguration)
         #expect(error?.name == "bandwidthLimit.downloadBytesPerSecond")
-        #expect(BandwidthLimit.both(1_500_000).description == "up 1.5 MB/s, down 1.5 MB/s")
-        #expect(BandwidthLimit(downloadBytesPerSecond: 800_000).description == "up unlimited, down 800 kB/s")
+        // Binary units, as --bwlimit takes them: a 512 KiB/s cap reads as 512 KiB/s, not 524 kB/s.
+        #expect(BandwidthLimit.both(1_572_864).description == "up 1.5 MiB/s, down 1.5 MiB/s")
+        #expect(BandwidthLimit(downloadBytesPerSecond: 512 * 1024).description == "up unlimited, down 512 KiB/s")
+        #expect(BandwidthLimit(uploadBytesPerSecond: 1 << 20).description == "up 1 MiB/s, down unlimited")
+        #expect(BandwidthLimit(uploadBytesPerSecond: 1_023).description == "up 1023 B/s, down unlimited")
     }
 
     /// Advances `clock` by `step` each time something sleeps on it, until `work` has ended; returns the

@@ -42,6 +42,58 @@ struct RemoteGarbageCollectionTests {
         await device.queue.close()
     }
 
+    @Test("only files with the library's stored SHA-256 are candidates; the rest are foreign, and apply checks again")
+    func foreignFilesAreKept() async throws {
+        let remoteFolder = try TemporaryDirectory()
+        let folder = remoteFolder.path("remote")
+        let remote = FileSystemRemoteStorage(directory: folder)
+        let device = try QueueHarness(remote: remote)
+        _ = try await device.queue.saveFile(data: testBytes(100), mediaType: nil, fileExtension: "bin", id: "kept")
+        try await device.queue.syncNow()
+        let written = Date(timeIntervalSince1970: 1_800_000_000)
+        let orphans = ["orphan.bin", "replaced.bin", "Long Name ".padding(toLength: 200, withPad: "x", startingAt: 0)]
+        for name in orphans {
+            let attachment = Attachment(id: "o", filename: name, state: .synced)
+            try await remote.uploadFile(data: testBytes(10), attachment: attachment)
+            try FileManager.default.setAttributes(
+                [.modificationDate: written], ofItemAtPath: try remote.fileURL(for: attachment).path)
+        }
+        // Another tool's files: a name no attachment has (uppercase is escaped in the folder), and names an
+        // attachment could have, without a stored hash; and a stored hash that is not one.
+        for name in [".DS_Store", "readme.txt", "kept2.bin", "bad-hash.bin"] {
+            let path = (folder as NSString).appendingPathComponent(name)
+            try testBytes(20).write(to: URL(fileURLWithPath: path))
+            try FileManager.default.setAttributes([.modificationDate: written], ofItemAtPath: path)
+        }
+        try Data("not a hash".utf8).write(
+            to: URL(
+                fileURLWithPath: (folder as NSString).appendingPathComponent(".attachment-sync-sha256-bad-hash.bin")))
+
+        let plan = try await RemoteGarbageCollection.plan(
+            remote: remote, databases: [device.db], grace: .seconds(86_400), now: written.addingTimeInterval(86_401))
+        let shortened = try remote.storedName(forFilename: orphans[2])
+        #expect(plan.candidates.map(\.storedName) == [shortened, "orphan.bin", "replaced.bin"])
+        #expect(plan.foreign.map(\.storedName) == [".DS_Store", "bad-hash.bin", "kept2.bin", "readme.txt"])
+        #expect(plan.recent.isEmpty)
+        #expect(plan.referencedFiles == 1)
+
+        // Between the plan and its application another tool puts its own file under one of the names.
+        let replaced = (folder as NSString).appendingPathComponent("replaced.bin")
+        try FileManager.default.removeItem(
+            atPath: (folder as NSString).appendingPathComponent(
+                ".attachment-sync-sha256-replaced.bin"))
+        try Data("someone else's".utf8).write(to: URL(fileURLWithPath: replaced))
+        #expect(try await plan.apply(to: remote) == 2)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: replaced)) == Data("someone else's".utf8))
+        let left = Set(try FileManager.default.contentsOfDirectory(atPath: folder))
+        #expect(
+            left == [
+                "kept.bin", ".attachment-sync-sha256-kept.bin", ".DS_Store", "readme.txt", "kept2.bin", "bad-hash.bin",
+                ".attachment-sync-sha256-bad-hash.bin", "replaced.bin",
+            ])
+        await device.queue.close()
+    }
+
     @Test("a folder remote's interrupted uploads and hashes of deleted files are collected once old; nothing else")
     func folderLeftovers() async throws {
         let remoteFolder = try TemporaryDirectory()

@@ -93,7 +93,7 @@ extension AttachmentQueue {
                 else { continue }
                 eventCenter.send(.evicted(attachmentId: record.id, bytes: record.size ?? 0))
             }
-            remaining -= record.size ?? 0
+            remaining = remaining.subtractingClamped(max(0, record.size ?? 0))
         }
         if remaining > budget {
             // Every pass would say it again: `status` shows it (``QueueStatus/Cache``).

@@ -2,7 +2,7 @@
 /// and one for downloads, each shared by all the transfers in that direction.
 ///
 /// ```swift
-/// configuration.bandwidthLimit = BandwidthLimit(uploadBytesPerSecond: 1_000_000)  // 1 MB/s up, downloads free
+/// configuration.bandwidthLimit = BandwidthLimit(uploadBytesPerSecond: 1 << 20)  // 1 MiB/s up, downloads free
 /// ```
 public struct BandwidthLimit: Sendable, Hashable, CustomStringConvertible {
     /// The most bytes per second all uploads together send, or `nil` for no cap.
@@ -25,18 +25,26 @@ public struct BandwidthLimit: Sendable, Hashable, CustomStringConvertible {
         BandwidthLimit(uploadBytesPerSecond: bytesPerSecond, downloadBytesPerSecond: bytesPerSecond)
     }
 
-    /// `up 1.0 MB/s, down unlimited`, say.
+    /// `up 1 MiB/s, down unlimited`, say: binary units (1 KiB is 1,024 bytes), as rclone's `--bwlimit`
+    /// and the `attachment-sync` CLI take them.
     public var description: String {
         "up \(Self.rate(uploadBytesPerSecond)), down \(Self.rate(downloadBytesPerSecond))"
     }
 
-    /// `1.5 MB/s`, `800 kB/s`, `12 B/s` or `unlimited`.
+    /// `1.5 MiB/s`, `512 KiB/s`, `12 B/s` or `unlimited`: binary units, one decimal at most.
     package static func rate(_ bytesPerSecond: Int64?) -> String {
         guard let bytesPerSecond else { return "unlimited" }
-        let value = Double(bytesPerSecond)
-        if value >= 1_000_000 { return "\((value / 100_000).rounded() / 10) MB/s" }
-        if value >= 1_000 { return "\(Int((value / 1_000).rounded())) kB/s" }
-        return "\(bytesPerSecond) B/s"
+        let units = ["B/s", "KiB/s", "MiB/s", "GiB/s", "TiB/s", "PiB/s", "EiB/s"]
+        var value = Double(bytesPerSecond)
+        var unit = 0
+        while value >= 1024, unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        guard unit > 0 else { return "\(bytesPerSecond) B/s" }
+        let tenths = Int64((value * 10).rounded())
+        let number = tenths % 10 == 0 ? "\(tenths / 10)" : "\(tenths / 10).\(tenths % 10)"
+        return "\(number) \(units[unit])"
     }
 
     func validate() throws {

@@ -68,8 +68,21 @@ struct AttachmentRecord: Sendable, Hashable {
         self.contentHash = contentHash
     }
 
+    /// Reads a record; a column holding a value of the wrong type is a ``LocalDatabaseError`` that names
+    /// the attachment as well as the column and the value.
     init(cursor: SqlCursor) throws {
         let id = try cursor.getString(name: "id")
+        do {
+            try self.init(id: id, cursor: cursor)
+        } catch var error as LocalDatabaseError where error.code == .typeMismatch || error.code == .nullValue {
+            if !error.message.hasPrefix("attachment ") {
+                error.message = "attachment \(String(reflecting: id)): \(error.message)"
+            }
+            throw error
+        }
+    }
+
+    private init(id: String, cursor: SqlCursor) throws {
         let rawState = try cursor.getInt(name: "state")
         guard let state = AttachmentState(rawValue: rawState) else {
             throw LocalDatabaseError(
