@@ -28,6 +28,50 @@ struct CLIRemoteTests {
         return (dbPath, attachments)
     }
 
+    @Test("a mistyped bucket or prefix: verify and gc say so and exit 1, --repair changes no record")
+    func mistypedLocation() async throws {
+        let underPrefix: (inout S3RemoteStorage.Configuration) -> Void = { $0.keyPrefix = "app/" }
+        try await S3TestBucket.with("typo", configure: underPrefix) { storage, bucket in
+            try await withTemporaryDirectory { folder in
+                let phone = try await Self.device(
+                    in: folder.appendingPathComponent("phone"), remote: storage,
+                    saving: ["a": testBytes(count: 1_000), "b": testBytes(count: 2_000, seed: 2)])
+                let tool = try CommandLineTool.locate()
+                let server = TestServers.s3
+                let environment: [String: String?] = [
+                    "AWS_ACCESS_KEY_ID": server.accessKey, "AWS_SECRET_ACCESS_KEY": server.secretKey,
+                    "AWS_SESSION_TOKEN": nil, "AWS_REGION": server.region,
+                ]
+                let states = { () async throws -> [String] in
+                    let db = try LocalDatabase.readOnly(path: phone.db)
+                    defer { Task { try? await db.close() } }
+                    return try await db.getAll(
+                        sql: "SELECT id || ':' || state || ':' || has_synced AS s FROM attachments ORDER BY id"
+                    ) {
+                        try $0.getString(name: "s")
+                    }
+                }
+                let before = try await states()
+                for location in ["s3://\(bucket.name)-typo/app", "s3://\(bucket.name)/apq"] {
+                    let remote = ["--remote", location, "--endpoint", server.endpoint.absoluteString]
+                    let verified = try await tool.run(
+                        ["verify", phone.db, "--dir", phone.attachments] + remote, environment: environment)
+                    #expect(verified.status == 1, "\(location): \(verified.standardOutput) \(verified.standardError)")
+                    #expect(!verified.standardOutput.contains("missing"), "no file is called missing")
+                    let repaired = try await tool.run(
+                        ["verify", phone.db, "--dir", phone.attachments, "--repair"] + remote, environment: environment)
+                    #expect(repaired.status == 1, "\(location): \(repaired.standardOutput) \(repaired.standardError)")
+                    #expect(!repaired.standardOutput.contains("repaired: uploaded"))
+                    #expect(try await states() == before, "\(location): no record changed")
+                    let collected = try await tool.run(["gc", "--db", phone.db] + remote, environment: environment)
+                    #expect(
+                        collected.status == 1, "\(location): \(collected.standardOutput) \(collected.standardError)")
+                    #expect(!collected.standardOutput.contains("listed 0 files"))
+                }
+            }
+        }
+    }
+
     @Test("s3://bucket/prefix: gc deletes only the old unreferenced object; verify --repair restores a lost one")
     func onCeph() async throws {
         let underPrefix: (inout S3RemoteStorage.Configuration) -> Void = { $0.keyPrefix = "app/" }

@@ -22,8 +22,11 @@ let attachmentTableColumns: [Column] = AttachmentColumn.allCases.map(\.definitio
 /// since 1970 before which it is not retried), `last_error` (TEXT), `on_demand` (INTEGER, fetched only on
 /// request), `pinned` (INTEGER, exempt from cache eviction) and `last_used_at` (INTEGER, milliseconds since
 /// 1970 of the content's last use, for least-recently-used eviction), `given_up` (INTEGER, the raw
-/// ``AttachmentState`` of a transfer the queue gave up on, else NULL) and `awaiting_upload` (INTEGER, how
-/// many downloads in a row found no remote file yet, else NULL). An index on (`state`, `timestamp`)
+/// ``AttachmentState`` of a transfer the queue gave up on, else NULL), `awaiting_upload` (INTEGER, how
+/// many downloads in a row found no remote file yet, else NULL), `connectivity_failure` (INTEGER, how many
+/// tries in a row got no answer from remote storage, else NULL) and `local_unavailable` (INTEGER, how many
+/// tries in a row could not reach the local files, else NULL); the last three count failures that spend no
+/// attempt. An index on (`state`, `timestamp`)
 /// serves the queue's "oldest queued first" look-ups, one on (`state`, `next_attempt_at`) its look-up of
 /// the next retry time, and one on `filename` its check that no two attachments share a remote file; with
 /// them, starting the next transfer costs the same however many are queued. Opening a database whose attachments table lacks newer columns or indexes adds

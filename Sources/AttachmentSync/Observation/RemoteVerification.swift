@@ -76,7 +76,9 @@ public struct RemoteVerification: Sendable {
     ///     default is `nil`.
     /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/invalidConfiguration``
     ///   for a missing table, ``AttachmentError/Code-swift.struct/invalidName`` for a bad table name;
-    ///   database errors, and what the remote throws (a file it cannot describe is an error, not a finding).
+    ///   database errors, and what the remote throws (a file it cannot describe is an error, not a finding);
+    ///   ``AttachmentError/Code-swift.struct/remoteNotFound`` when records claim uploads and the remote's
+    ///   location does not exist (see ``ListableRemoteStorage/locationExists()``).
     public static func verify(
         db: LocalDatabase, remote: some ListableRemoteStorage, table: String = "attachments",
         progress: (@Sendable (_ checked: Int, _ total: Int) -> Void)? = nil
@@ -84,6 +86,7 @@ public struct RemoteVerification: Sendable {
         let records = try await AttachmentStore.allRecords(of: db, table: table)
             .filter { $0.hasSynced && $0.state != .queuedDelete && $0.state != .archived }
             .sorted { $0.id < $1.id }
+        if !records.isEmpty { try await requireLocation(of: remote) }
         let directory = URL(fileURLWithPath: "/", isDirectory: true)
         var findings: [Finding] = []
         var checked = 0
@@ -113,6 +116,18 @@ public struct RemoteVerification: Sendable {
         }
         return RemoteVerification(
             checkedFiles: checked, findings: findings.sorted { $0.attachmentId < $1.attachmentId })
+    }
+
+    /// Throws ``AttachmentError/Code-swift.struct/remoteNotFound`` unless `remote`'s location exists (see
+    /// ``ListableRemoteStorage/locationExists()``): with a mistyped bucket, prefix or folder, every file
+    /// would look missing.
+    package static func requireLocation(of remote: some ListableRemoteStorage) async throws {
+        guard try await remote.locationExists() else {
+            throw AttachmentError(
+                code: .remoteNotFound,
+                message: "remote storage has nothing at this location (no such folder or bucket, or no object "
+                    + "under the key prefix): check it; no file was judged missing and nothing was changed")
+        }
     }
 
     static func problem(record: AttachmentRecord, info: RemoteObjectInfo?) -> Problem? {

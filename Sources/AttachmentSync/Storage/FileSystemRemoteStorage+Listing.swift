@@ -133,6 +133,11 @@ extension FileSystemRemoteStorage: ListableRemoteStorage {
         return parts[0].allSatisfy { escaped.contains($0) }
     }
 
+    /// Whether the remote folder exists (empty or not).
+    public func locationExists() async throws -> Bool {
+        try files.infoFollowingLinks(atPath: directory.path)?.kind == .directory
+    }
+
     /// The file's size and the SHA-256 stored beside it; `nil` when the folder has no such file.
     public func fileInfo(attachment: Attachment) async throws -> RemoteObjectInfo? {
         let path = try fileURL(for: attachment).path

@@ -76,9 +76,25 @@ public protocol ListableRemoteStorage: RemoteStorageAdapter {
     /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/invalidName`` for a name
     ///   that is not one of the adapter's own files.
     func deleteLeftover(_ file: RemoteFile) async throws
+
+    /// Whether the place the adapter keeps its files exists: its folder, its bucket (and, under a key
+    /// prefix, at least one object: a prefix exists only through its objects), its WebDAV collection.
+    ///
+    /// Tools ask it before they call any file missing, so that a typo in a bucket, prefix or path reads as
+    /// "there is no such place" instead of "every file was lost", and a repair changes nothing. The default
+    /// lists the first page (what the adapter throws for a place that does not exist, a missing bucket say,
+    /// is thrown): `true` when it holds a file or a leftover. ``FileSystemRemoteStorage`` answers whether
+    /// its folder exists.
+    func locationExists() async throws -> Bool
 }
 
 extension ListableRemoteStorage {
+    /// `true` when the first page lists a file, or the adapter lists a leftover.
+    public func locationExists() async throws -> Bool {
+        if try await !listFiles(after: nil).files.isEmpty { return true }
+        return try await !listLeftovers().isEmpty
+    }
+
     /// The SHA-256 ``fileInfo(attachment:)`` reports for the file, when its listed name is the one its
     /// filename is stored under and the hash is well formed; otherwise `nil`.
     public func storedSHA256(of file: RemoteFile) async throws -> String? {

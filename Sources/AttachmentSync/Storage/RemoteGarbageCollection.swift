@@ -69,7 +69,9 @@ public struct RemoteGarbageCollection: Sendable {
     ///   - now: The time ages are measured from. The default is the current date.
     /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/invalidConfiguration``
     ///   for no database, a negative grace period or a missing table; ``AttachmentError/Code-swift.struct/invalidName``
-    ///   for a bad table name; database errors and what the remote throws. Nothing is planned on an error.
+    ///   for a bad table name; ``AttachmentError/Code-swift.struct/remoteNotFound`` when the remote's location
+    ///   does not exist (``ListableRemoteStorage/locationExists()``: a mistyped bucket, prefix or folder);
+    ///   database errors and what the remote throws. Nothing is planned on an error.
     public static func plan(
         remote: some ListableRemoteStorage, databases: [LocalDatabase], table: String = "attachments",
         grace: Duration = .seconds(7 * 86_400), now: Date = Date()
@@ -84,6 +86,7 @@ public struct RemoteGarbageCollection: Sendable {
                 code: .invalidConfiguration, message: "the grace period \(grace) is negative")
         }
         try AttachmentStore.validateTableName(table)
+        try await RemoteVerification.requireLocation(of: remote)
         let listed = try await remote.allFiles()
         var referenced = Set<[UInt8]>()
         for db in databases {

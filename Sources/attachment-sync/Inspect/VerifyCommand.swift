@@ -37,7 +37,9 @@ struct VerifyCommand: AsyncParsableCommand {
 
             Exit status: 0 when every file agrees (after the repair, with --repair); 2 when something \
             disagrees (listed on standard output); 1 when the database, the table, the directory or the \
-            remote could not be read, or the queue could not start; 64 for bad arguments.
+            remote could not be read, the remote location does not exist (no such folder or bucket, nothing \
+            under the prefix), the queue could not start, or a fetch or upload of the repair failed; 64 for \
+            bad arguments.
             """
     )
 
@@ -73,6 +75,8 @@ struct VerifyCommand: AsyncParsableCommand {
             if repair, let remote {
                 repaired = try await runRepair(remote)
             }
+            // Before anything is judged missing (with --repair, runRepair checked before anything changed).
+            if let remote { try await RemoteVerification.requireLocation(of: remote.storage) }
             check = try await Self.check(
                 database: database, directory: dir, table: table, remote: remote, interactive: interactive)
         } catch {
@@ -93,6 +97,7 @@ struct VerifyCommand: AsyncParsableCommand {
             if let remoteCheck = check.remote { sections.append(Self.text(remoteCheck, after: repaired != nil)) }
             print(sections.joined(separator: "\n"))
         }
+        if let repaired, !repaired.failures.isEmpty { throw ExitCode(1) }
         if !check.isClean { throw ExitCode(2) }
     }
 
@@ -134,6 +139,13 @@ struct VerifyCommand: AsyncParsableCommand {
     struct Repaired {
         var local: LocalFileRepair
         var remote: RemoteFileRepair
+        /// The fetches and uploads the repair queued that did not succeed in its pass, by attachment id,
+        /// with the last error (the records stay queued: the app's queue tries again).
+        var failures: [String: String] = [:]
+        /// The attachments fetched again that have their content back.
+        var fetched: [String] = []
+        /// The attachments uploaded again that the remote holds now.
+        var uploaded: [String] = []
     }
 
     /// Runs the app's queue on the database once: its startup, both repairs, and one pass of transfers.
@@ -146,12 +158,36 @@ struct VerifyCommand: AsyncParsableCommand {
         configuration.startupFileCheck = .beforeReady
         let queue = AttachmentQueue(db: db, remoteStorage: remote.storage, configuration: configuration)
         do {
+            // Before anything changes: a mistyped location must not make every file look lost.
+            try await RemoteVerification.requireLocation(of: remote.storage)
             let local = try await queue.repairLocalFiles()
             let remoteRepair = try await queue.repairRemoteFiles()
             try await queue.syncNow()
+            var repaired = Repaired(local: local, remote: remoteRepair)
+            // What happened, not what was meant: each fetch and upload is judged by its record now.
+            let status = await queue.status.first { _ in true }
+            var errors: [String: String] = [:]
+            for retry in status?.waitingForRetry ?? [] { errors[retry.attachmentId] = retry.lastError }
+            for entry in status?.givenUp ?? [] { errors[entry.attachmentId] = entry.lastError }
+            for id in local.refetched {
+                let attachment = try await queue.attachment(id: id)
+                if attachment?.state == .queuedDownload {
+                    repaired.failures[id] = errors[id] ?? "not fetched in this run"
+                } else {
+                    repaired.fetched.append(id)
+                }
+            }
+            for id in remoteRepair.reuploading {
+                let attachment = try await queue.attachment(id: id)
+                if attachment?.state == .synced, attachment?.hasSynced == true {
+                    repaired.uploaded.append(id)
+                } else {
+                    repaired.failures[id] = errors[id] ?? "not uploaded in this run"
+                }
+            }
             await queue.close()
             try await db.close()
-            return Repaired(local: local, remote: remoteRepair)
+            return repaired
         } catch {
             await queue.close()
             try? await db.close()
@@ -178,17 +214,34 @@ struct VerifyCommand: AsyncParsableCommand {
             ids.prefix(10).joined(separator: ", ") + (ids.count > 10 ? " and \(ids.count - 10) more" : "")
         }
         var lines: [String] = []
-        if !repaired.local.refetched.isEmpty {
+        if !repaired.fetched.isEmpty {
             lines.append(
-                "repaired: fetched \(repaired.local.refetched.count) damaged or missing local file(s) again: "
-                    + list(repaired.local.refetched))
+                "repaired: fetched \(repaired.fetched.count) damaged or missing local file(s) again: "
+                    + list(repaired.fetched.sorted()))
         }
-        if !repaired.remote.reuploading.isEmpty {
+        if !repaired.uploaded.isEmpty {
             lines.append(
-                "repaired: uploaded \(repaired.remote.reuploading.count) file(s) remote storage had lost or "
-                    + "damaged: " + list(repaired.remote.reuploading))
+                "repaired: uploaded \(repaired.uploaded.count) file(s) remote storage had lost or damaged: "
+                    + list(repaired.uploaded.sorted()))
+        }
+        for (id, aside) in repaired.local.movedAside.sorted(by: { $0.key < $1.key }) {
+            lines.append(
+                "  set aside: the damaged file of \(id) is kept at \(aside) (remote storage cannot confirm it holds "
+                    + "the content); delete it once the fetched copy is checked")
+        }
+        if !repaired.failures.isEmpty {
+            lines.append(
+                "repair failed for \(repaired.failures.count) file(s); their records stay queued and the app's queue "
+                    + "will try again:")
+            for (id, error) in repaired.failures.sorted(by: { $0.key < $1.key }) {
+                lines.append("  failed: \(id): \(error)")
+            }
         }
         if lines.isEmpty { lines.append("repaired: nothing needed fixing that could be fixed") }
+        for finding in repaired.local.leftAlone {
+            guard let id = finding.attachmentId, let reason = repaired.local.reasons[finding.file] else { continue }
+            lines.append("  left alone: \(finding.file) (attachment \(id)): \(reason)")
+        }
         for finding in repaired.remote.leftAlone {
             let reason =
                 if let other = finding.remoteSHA256, other != finding.recordSHA256 {
@@ -276,8 +329,14 @@ struct VerifyJSON: Encodable {
     }
 
     struct Repair: Encodable {
+        /// Fetched again, with their content back.
         var refetched: [String]
+        /// Uploaded again: the remote holds them now.
         var reuploaded: [String]
+        /// Queued by the repair but not done in its run, by id, with the last error.
+        var failed: [String: String]
+        /// Damaged files kept aside (nothing confirmed the remote holds them), by id: where they are.
+        var movedAside: [String: String]
         var leftAlone: [String]
     }
 
@@ -333,7 +392,8 @@ struct VerifyJSON: Encodable {
         repair = Nullable(
             repaired.map { repaired in
                 Repair(
-                    refetched: repaired.local.refetched.sorted(), reuploaded: repaired.remote.reuploading.sorted(),
+                    refetched: repaired.fetched.sorted(), reuploaded: repaired.uploaded.sorted(),
+                    failed: repaired.failures, movedAside: repaired.local.movedAside,
                     leftAlone: (repaired.local.leftAlone.compactMap(\.attachmentId)
                         + repaired.remote.leftAlone.map(\.attachmentId)).sorted())
             })

@@ -233,6 +233,9 @@ struct HostileSizesTests {
                     #expect(error.message.contains("size"), "\(context): \(error)")
                 }
                 // gc needs the names only: any size is fine.
+                // (An existing, empty remote folder: a missing one is an error of its own.)
+                try FileManager.default.createDirectory(
+                    atPath: folder.path("remote"), withIntermediateDirectories: true)
                 let remote = FileSystemRemoteStorage(directory: folder.path("remote"))
                 let plan = try await RemoteGarbageCollection.plan(remote: remote, databases: [db], grace: .zero)
                 #expect(plan.listedFiles == 0, "\(context)")

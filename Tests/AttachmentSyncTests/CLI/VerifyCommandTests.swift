@@ -124,6 +124,49 @@ struct VerifyCommandTests {
         #expect(noRemote.standardError.contains("--repair needs --remote"))
     }
 
+    @Test("--repair says what happened: an upload that failed is counted as failed and the exit status is 1")
+    func repairReportsFailures() async throws {
+        for json in [false, true] {
+            let remoteFolder = try TemporaryDirectory()
+            let remotePath = remoteFolder.path("remote")
+            let remote = FileSystemRemoteStorage(directory: remotePath)
+            let device = try QueueHarness(remote: remote)
+            for id in ["lost", "blocked", "fine"] {
+                _ = try await device.queue.saveFile(data: testBytes(900), mediaType: nil, fileExtension: "bin", id: id)
+            }
+            try await device.queue.syncNow()
+            await device.queue.close()
+            let db = device.folder.path("app.sqlite")
+            let attachments = device.folder.path("attachments")
+            func remoteFile(_ id: String) throws -> String {
+                try remote.fileURL(for: Attachment(id: id, filename: "\(id).bin", state: .synced)).path
+            }
+            try FileManager.default.removeItem(atPath: try remoteFile("lost"))
+            // Something else took the name in the remote folder: uploading again cannot put the file there.
+            try FileManager.default.removeItem(atPath: try remoteFile("blocked"))
+            try FileManager.default.createDirectory(
+                atPath: try remoteFile("blocked"), withIntermediateDirectories: false)
+
+            let tool = try CommandLineTool.locate()
+            let repaired = try await tool.run(
+                ["verify", db, "--dir", attachments, "--remote", remotePath, "--repair"] + (json ? ["--json"] : []))
+            #expect(repaired.status == 1, "stdout: \(repaired.standardOutput) stderr: \(repaired.standardError)")
+            #expect(FileManager.default.contents(atPath: try remoteFile("lost")) == testBytes(900))
+            #expect(device.bytesOnDisk("blocked.bin") == testBytes(900), "the only copy stays")
+            if json {
+                let document = try #require(
+                    try JSONSerialization.jsonObject(with: Data(repaired.standardOutput.utf8)) as? [String: Any])
+                let repair = try #require(document["repair"] as? [String: Any])
+                #expect((repair["failed"] as? [String: String])?.keys.sorted() == ["blocked"], "\(repair)")
+                #expect(repair["reuploaded"] as? [String] == ["lost"])
+            } else {
+                #expect(repaired.standardOutput.contains("uploaded 1 file(s) remote storage had lost or damaged: lost"))
+                #expect(repaired.standardOutput.contains("repair failed for 1 file(s)"))
+                #expect(repaired.standardOutput.contains("failed: blocked: "))
+            }
+        }
+    }
+
     @Test("--repair refuses while the app has its queue open, and changes nothing")
     func repairWaitsForTheApp() async throws {
         let remoteFolder = try TemporaryDirectory()

@@ -62,7 +62,9 @@ extension AttachmentQueue {
     /// for finding in repair.leftAlone where !finding.remoteHasContent { warnUser(finding) }
     /// ```
     ///
-    /// - Throws: Database and file system errors; ``AttachmentError/Code-swift.struct/closed`` after
+    /// - Throws: ``AttachmentError/Code-swift.struct/remoteNotFound``, with nothing changed, when the remote is a
+    ///   ``ListableRemoteStorage`` whose location does not exist; what it throws when asked;
+    ///   database and file system errors; ``AttachmentError/Code-swift.struct/closed`` after
     ///   ``close()``.
     @discardableResult
     public func repairLocalFiles() async throws -> LocalFileRepair {
@@ -71,6 +73,12 @@ extension AttachmentQueue {
                 db: db, attachmentsDirectory: attachmentsDirectory.path,
                 table: configuration.attachmentsQueueTableName, subdirectories: configuration.subdirectories)
             var repair = LocalFileRepair(verification: verification, refetched: [], leftAlone: [])
+            // A mistyped remote must not turn local findings into downloads of files that are nowhere.
+            if let remote = remoteStorage as? any ListableRemoteStorage,
+                verification.findings.contains(where: { $0.remoteHasContent && $0.attachmentId != nil })
+            {
+                try await RemoteVerification.requireLocation(of: remote)
+            }
             for finding in verification.findings {
                 guard let id = finding.attachmentId, finding.remoteHasContent, machine.mayStartOnRequest(id) else {
                     repair.leftAlone.append(finding)
