@@ -54,6 +54,10 @@ struct StatusJSON: Encodable {
         var lastError: Nullable<String>
         /// Downloads in a row that found no remote file yet (0 for other failures).
         var awaitingUpload: Int
+        /// Tries in a row that got no answer from remote storage (0 for other failures); no attempts.
+        var networkFailures: Int
+        /// Tries in a row that could not reach the local file (0 for other failures); no attempts.
+        var localFileFailures: Int
     }
 
     struct GivenUp: Encodable {
@@ -103,7 +107,8 @@ struct StatusJSON: Encodable {
         waitingForRetry = status.waitingForRetry.map {
             Retry(
                 id: $0.attachmentId, state: $0.state.description, attempts: $0.attempts,
-                nextAttemptAt: $0.nextAttemptAt, lastError: Nullable($0.lastError), awaitingUpload: $0.awaitingUpload)
+                nextAttemptAt: $0.nextAttemptAt, lastError: Nullable($0.lastError), awaitingUpload: $0.awaitingUpload,
+                networkFailures: $0.networkFailures, localFileFailures: $0.localFileFailures)
         }
         givenUp = status.givenUp.map {
             GivenUp(

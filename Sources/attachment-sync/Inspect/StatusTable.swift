@@ -59,9 +59,16 @@ struct StatusTable {
             lines.append("waiting for a retry (\(status.waitingForRetry.count)):")
             for retry in status.waitingForRetry {
                 let what =
-                    retry.awaitingUpload > 0
-                    ? "not uploaded yet by the device that saved it (asked \(retry.awaitingUpload)×)"
-                    : "attempt \(retry.attempts)"
+                    if retry.awaitingUpload > 0 {
+                        "not uploaded yet by the device that saved it (asked \(retry.awaitingUpload)×)"
+                    } else if retry.localFileFailures > 0 {
+                        "its local file cannot be read or written now (\(retry.localFileFailures)× in a row, no "
+                            + "attempt spent; nothing is given up)"
+                    } else if retry.networkFailures > 0 {
+                        "no answer from remote storage (\(retry.networkFailures)× in a row, no attempt spent)"
+                    } else {
+                        "attempt \(retry.attempts)"
+                    }
                 lines.append(
                     "  \(retry.attachmentId)  \(Self.name(retry.state))  \(what)  next "
                         + "\(Self.date(retry.nextAttemptAt))" + (retry.lastError.map { "  \(Self.oneLine($0))" } ?? ""))
