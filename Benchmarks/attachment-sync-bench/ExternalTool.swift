@@ -58,40 +58,13 @@ struct ExternalTool: Sendable {
             try? out.close()
             try? err.close()
         }
-        let process = Process()
-        process.executableURL = url
-        process.arguments = arguments
-        process.environment = environment
-        process.currentDirectoryURL = folder.url
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = out
-        process.standardError = err
-        let (exits, exited) = AsyncStream.makeStream(of: Int32.self)
-        process.terminationHandler = { process in
-            exited.yield(process.terminationStatus)
-            exited.finish()
-        }
-        let limit = Self.timeLimit
-        let (status, elapsed) = try await measure { () async throws -> Int32 in
-            try process.run()
-            // A tool that hangs (a connection the server never answers) fails the run instead of stalling it.
-            return try await withThrowingTaskGroup(of: Int32?.self) { group in
-                group.addTask {
-                    var status: Int32 = -1
-                    for await code in exits { status = code }
-                    return status
-                }
-                group.addTask {
-                    try await ContinuousClock().sleep(for: limit)
-                    return nil
-                }
-                defer { group.cancelAll() }
-                guard let status = try await group.next() ?? nil else {
-                    if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-                    throw BenchmarkFailure("\(url.lastPathComponent) (\(label)) did not finish within \(limit)")
-                }
-                return status
-            }
+        // A tool that hangs (a connection the server never answers) is killed and fails the run instead of
+        // stalling it.
+        let (status, elapsed) = try await measure {
+            try await Spawn.run(
+                url.path, arguments, environment: environment, directory: folder.url.path,
+                output: out.fileDescriptor, error: err.fileDescriptor, limit: Self.timeLimit,
+                what: "\(url.lastPathComponent) (\(label))")
         }
         guard status == 0 else {
             let errors = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""

@@ -228,12 +228,14 @@ struct MultipartReplacementWindowTests {
     static func putBlocking(_ body: Data, to url: URL, directory: URL) throws {
         let file = directory.appendingPathComponent("other-device-\(UUID().uuidString)")
         try body.write(to: file)
-        let curl = Process()
-        curl.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        curl.arguments = ["-sf", "-m", "30", "-X", "PUT", "--data-binary", "@\(file.path)", url.absoluteString]
-        try curl.run()
-        curl.waitUntilExit()
-        try #require(curl.terminationStatus == 0, "curl PUT failed with \(curl.terminationStatus)")
+        let curl = try ChildProcess(
+            "/usr/bin/curl", ["-sSf", "-m", "30", "-X", "PUT", "--data-binary", "@\(file.path)", url.absoluteString],
+            standardOutput: .capture(), standardError: .capture())
+        // curl gives up after 30 s (-m 30): the deadline only turns a hang of the wait itself into a failure.
+        let termination = try curl.waitBlocking(seconds: 60)
+        try #require(
+            termination == .exited(0),
+            "curl PUT \(termination): \(curl.capturedError)\(curl.capturedOutput)")
     }
 
     @Test("an object stored between the last HEAD and the completion is replaced; versioning keeps it")

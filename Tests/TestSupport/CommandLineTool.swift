@@ -1,22 +1,26 @@
 import Foundation
 
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Darwin)
-    import Darwin
-#endif
-
 /// The `attachment-sync` executable of the build these tests belong to, run as a child process.
 ///
 /// A test target cannot import an executable target, so the tests run the built binary. It is looked for
 /// next to the test product (`swift build --build-tests` builds every product), never elsewhere, so a stale
 /// binary from another build folder is not picked up.
 package struct CommandLineTool {
-    /// How a finished run exited and what it printed.
+    /// How a finished run ended and what it printed.
     package struct Result: Sendable {
-        package var status: Int32
+        /// How the process ended: an exit status, or the signal that ended it.
+        package var termination: ChildProcess.Termination
         package var standardOutput: String
         package var standardError: String
+
+        /// The exit status; for a process a signal ended, the signal's number negated, which no exit status
+        /// is (so `status == 130` means the tool itself exited with 130, not that SIGINT killed it).
+        package var status: Int32 {
+            switch termination {
+            case .exited(let status): status
+            case .signaled(let signal): -signal
+            }
+        }
     }
 
     /// The executable's name.
@@ -48,78 +52,54 @@ package struct CommandLineTool {
 
     /// Runs the tool with `arguments` and the test process's environment changed by `environment` (a `nil`
     /// value removes the variable), its output going to files so a full pipe never blocks it; waits for it to
-    /// exit. The deadline only turns a hang into a failure, and terminates the process.
+    /// exit. The deadline only turns a hang into a failure, and kills the process.
     package func run(_ arguments: [String], environment: [String: String?] = [:], seconds: Double = 120) async throws
         -> Result
     {
         try await withTemporaryDirectory { folder in
-            let outputURL = folder.appendingPathComponent("stdout")
-            let errorURL = folder.appendingPathComponent("stderr")
-            try Data().write(to: outputURL)
-            try Data().write(to: errorURL)
-            let output = try FileHandle(forWritingTo: outputURL)
-            let error = try FileHandle(forWritingTo: errorURL)
-            defer {
-                try? output.close()
-                try? error.close()
-            }
-            var variables = ProcessInfo.processInfo.environment
-            for (name, value) in environment {
-                variables[name] = value
-            }
-            let process = Process()
-            process.executableURL = url
-            process.arguments = arguments
-            process.environment = variables
-            process.standardOutput = output
-            process.standardError = error
-            let (exits, exited) = AsyncStream.makeStream(of: Int32.self, bufferingPolicy: .bufferingNewest(1))
-            process.terminationHandler = { process in
-                exited.yield(process.terminationStatus)
-                exited.finish()
-            }
-            try process.run()
-            let status: Int32
+            let outputPath = folder.appendingPathComponent("stdout").path
+            let errorPath = folder.appendingPathComponent("stderr").path
+            let process = try ChildProcess(
+                url.path, arguments, environment: Self.environment(changedBy: environment),
+                standardOutput: .file(outputPath), standardError: .file(errorPath))
+            let termination: ChildProcess.Termination
             do {
-                status = try await firstElement(
-                    "\(Self.name) \(arguments.joined(separator: " ")) to exit", in: exits,
-                    seconds: seconds
-                ) { _ in true }
+                termination = try await process.wait(seconds: seconds)
             } catch {
-                process.terminate()
+                process.kill()
                 throw error
             }
             return Result(
-                status: status,
-                standardOutput: String(decoding: try Data(contentsOf: outputURL), as: UTF8.self),
-                standardError: String(decoding: try Data(contentsOf: errorURL), as: UTF8.self))
+                termination: termination,
+                standardOutput: String(decoding: try Data(contentsOf: URL(fileURLWithPath: outputPath)), as: UTF8.self),
+                standardError: String(decoding: try Data(contentsOf: URL(fileURLWithPath: errorPath)), as: UTF8.self))
         }
+    }
+
+    /// The test process's environment, changed by `changes` (a `nil` value removes the variable).
+    static func environment(changedBy changes: [String: String?]) -> [String: String] {
+        var variables = ProcessInfo.processInfo.environment
+        for (name, value) in changes {
+            variables[name] = value
+        }
+        return variables
     }
 }
 
 extension CommandLineTool {
     /// A run of the tool still going, for tests that act while it runs (send it a signal, say).
     package final class Running: Sendable {
-        let process: Process
-        /// Standard output so far, after each chunk that arrives (newest only).
+        let process: ChildProcess
+        /// Standard output so far, after each chunk that arrives (newest only); it ends with the output.
         package let output: AsyncStream<String>
-        private let outputText: LockedText
-        private let errorText: LockedText
-        private let exits: AsyncStream<Int32>
 
-        init(
-            process: Process, output: AsyncStream<String>, outputText: LockedText, errorText: LockedText,
-            exits: AsyncStream<Int32>
-        ) {
+        init(process: ChildProcess, output: AsyncStream<String>) {
             self.process = process
             self.output = output
-            self.outputText = outputText
-            self.errorText = errorText
-            self.exits = exits
         }
 
         /// The process's id.
-        package var pid: Int32 { process.processIdentifier }
+        package var pid: Int32 { process.pid }
 
         /// Waits until standard output contains `text` (within `seconds`), and returns the output so far.
         @discardableResult
@@ -130,80 +110,42 @@ extension CommandLineTool {
             ) { $0.contains(text) }
         }
 
-        /// Sends `signal` to the process.
+        /// Sends `signal` to the process (unless it has ended).
         package func send(_ signal: Int32) {
-            kill(process.processIdentifier, signal)
+            process.send(signal)
         }
 
-        /// Waits for the process to exit (within `seconds`; then it is terminated and this throws).
+        /// Waits for the process to exit and its output to end (within `seconds`; then it is killed and this
+        /// throws).
         package func wait(seconds: Double = 120) async throws -> Result {
-            let status: Int32
+            let termination: ChildProcess.Termination
             do {
-                status = try await firstElement("\(CommandLineTool.name) to exit", in: exits, seconds: seconds) { _ in
-                    true
-                }
+                termination = try await process.wait(seconds: seconds)
             } catch {
                 let running = process.isRunning
-                process.terminate()
+                process.kill()
                 throw StillRunning(
-                    wasRunning: running, standardOutput: outputText.value, standardError: errorText.value)
+                    wasRunning: running, standardOutput: process.capturedOutput,
+                    standardError: process.capturedError)
             }
-            // The pipes are read to their end before the exit is reported.
-            return Result(status: status, standardOutput: outputText.value, standardError: errorText.value)
+            return Result(
+                termination: termination, standardOutput: process.capturedOutput,
+                standardError: process.capturedError)
         }
     }
 
     /// Starts the tool with `arguments` and the environment changed by `environment`, its output read through
     /// pipes as it comes.
     package func start(_ arguments: [String], environment: [String: String?] = [:]) throws -> Running {
-        var variables = ProcessInfo.processInfo.environment
-        for (name, value) in environment {
-            variables[name] = value
-        }
-        let process = Process()
-        process.executableURL = url
-        process.arguments = arguments
-        process.environment = variables
-        let outputPipe = Pipe()
-        let errorPipe = Pipe()
-        process.standardOutput = outputPipe
-        process.standardError = errorPipe
-        let outputText = LockedText()
-        let errorText = LockedText()
-        let (output, outputContinuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingNewest(1))
-        let (exits, exited) = AsyncStream.makeStream(of: Int32.self, bufferingPolicy: .bufferingNewest(1))
-        // The exit is reported once the process has ended and both pipes reached their end (a handler may
-        // see the end more than once: each part counts once).
-        let ended = EndedParts()
-        let report: @Sendable (String) -> Void = { part in
-            if ended.insert(part) {
-                exited.yield(process.terminationStatus)
-                exited.finish()
-            }
-        }
-        outputPipe.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                outputContinuation.finish()
-                report("out")
-            } else {
-                outputContinuation.yield(outputText.append(String(decoding: data, as: UTF8.self)))
-            }
-        }
-        errorPipe.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                report("err")
-            } else {
-                _ = errorText.append(String(decoding: data, as: UTF8.self))
-            }
-        }
-        process.terminationHandler = { _ in report("exit") }
-        try process.run()
-        return Running(
-            process: process, output: output, outputText: outputText, errorText: errorText, exits: exits)
+        let (output, continuation) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingNewest(1))
+        let process = try ChildProcess(
+            url.path, arguments, environment: Self.environment(changedBy: environment),
+            standardOutput: .capture { text, ended in
+                continuation.yield(text)
+                if ended { continuation.finish() }
+            },
+            standardError: .capture())
+        return Running(process: process, output: output)
     }
 }
 
@@ -217,45 +159,6 @@ package struct StillRunning: Error, CustomStringConvertible {
         "\(CommandLineTool.name) did not "
             + (wasRunning ? "exit in time (terminated)" : "report the end of its output in time, though it exited")
             + "\nstdout: \(standardOutput)\nstderr: \(standardError)"
-    }
-}
-
-/// The parts of a run that ended (its output, its error output, the process), from several threads.
-final class EndedParts: @unchecked Sendable {
-    // Safe: `parts` and `reported` are only read and written while `lock` is held.
-    private let lock = NSLock()
-    private var parts: Set<String> = []
-    private var reported = false
-
-    /// Records `part`; `true` exactly once, when the three parts have ended.
-    func insert(_ part: String) -> Bool {
-        lock.lock()
-        defer { lock.unlock() }
-        parts.insert(part)
-        guard parts.count == 3, !reported else { return false }
-        reported = true
-        return true
-    }
-}
-
-/// Text that grows from several threads.
-final class LockedText: @unchecked Sendable {
-    // Safe: `text` is only read and written while `lock` is held.
-    private let lock = NSLock()
-    private var text = ""
-
-    /// Appends `part` and returns the whole text.
-    func append(_ part: String) -> String {
-        lock.lock()
-        defer { lock.unlock() }
-        text += part
-        return text
-    }
-
-    var value: String {
-        lock.lock()
-        defer { lock.unlock() }
-        return text
     }
 }
 

@@ -13,18 +13,9 @@ struct DirectoryLockTests {
     func anotherProcessLocksOut() async throws {
         let worker = try CommandLineTool.locate("attachment-sync-crash-worker")
         let folder = try TemporaryDirectory()
-        let process = Process()
-        process.executableURL = worker.url
-        process.arguments = [folder.path, "7"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        defer {
-            if process.isRunning {
-                kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
-            }
-        }
+        let process = try ChildProcess(worker.url.path, [folder.path, "7"])
+        // Never left running, whatever fails below (the thread that waits for it reaps it).
+        defer { process.kill() }
         // The worker creates its journal once its queue has started (and holds the lock).
         try await withDeadline("the worker's queue starting") {
             for _ in 0..<6_000 where !FileManager.default.fileExists(atPath: folder.path("journal")) {
@@ -46,8 +37,8 @@ struct DirectoryLockTests {
         #expect(FileManager.default.fileExists(atPath: stray), "the refused queue removed a file")
         await queue.close()
 
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        process.kill()
+        #expect(try await process.wait(seconds: 60) == .signaled(SIGKILL))
         // The kernel released the dead process's lock: a queue starts (and its startup cleans up).
         let reopened = AttachmentQueue(
             db: db, remoteStorage: InMemoryRemoteStorage(),

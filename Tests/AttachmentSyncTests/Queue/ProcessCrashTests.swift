@@ -32,22 +32,21 @@ struct ProcessCrashTests {
         var generator = SystemRandomNumberGenerator()
         var checkedFiles = 0
         for round in 0..<Self.kills {
-            let process = Process()
-            process.executableURL = worker.url
-            process.arguments = [folder.path, String(UInt64.random(in: 1...UInt64.max, using: &generator))]
-            process.standardOutput = FileHandle.nullDevice
-            let errors = Pipe()
-            process.standardError = errors
-            try process.run()
+            let process = try ChildProcess(
+                worker.url.path, [folder.path, String(UInt64.random(in: 1...UInt64.max, using: &generator))],
+                standardError: .capture())
             // Anywhere from startup to well into the loop.
             try await Task.sleep(for: .milliseconds(Int.random(in: 20...700, using: &generator)))
             guard process.isRunning else {
-                let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                Issue.record("the worker stopped by itself (status \(process.terminationStatus)): \(message)")
+                let termination = try await process.wait(seconds: 60)
+                Issue.record("the worker stopped by itself (\(termination)): \(process.capturedError)")
                 return
             }
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            process.kill()
+            let termination = try await process.wait(seconds: 60)
+            #expect(
+                termination == .signaled(SIGKILL), "the worker \(termination) before the kill: \(process.capturedError)"
+            )
             checkedFiles = try await verify(folder, after: round)
         }
         #expect(checkedFiles > 10, "the worker handed over \(checkedFiles) files in all")

@@ -43,27 +43,17 @@ struct UnreachableFolderTests {
         let asRoot = getuid() == 0
         if asRoot { try Self.giveToNobody(folder.path) }
 
-        let process = Process()
-        if asRoot {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-            process.arguments = [
-                "--reuid=\(Self.nobody)", "--regid=\(Self.nobody)", "--clear-groups", worker.url.path, folder.path, "1",
-                "sync",
-            ]
-        } else {
-            process.executableURL = worker.url
-            process.arguments = [folder.path, "1", "sync"]
-        }
-        process.standardOutput = FileHandle.nullDevice
-        let errors = Pipe()
-        process.standardError = errors
-        try process.run()
-        defer {
-            if process.isRunning, process.processIdentifier > 0 {
-                kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
-            }
-        }
+        let process =
+            asRoot
+            ? try ChildProcess(
+                "/usr/bin/setpriv",
+                [
+                    "--reuid=\(Self.nobody)", "--regid=\(Self.nobody)", "--clear-groups", worker.url.path, folder.path,
+                    "1", "sync",
+                ], standardError: .capture())
+            : try ChildProcess(worker.url.path, [folder.path, "1", "sync"], standardError: .capture())
+        // Never left running, whatever fails below (the thread that waits for it reaps it).
+        defer { process.kill() }
         // Bounded waits (60 s at most each) for what the worker does, not for time to pass.
         var syncing = false
         for _ in 0..<6000 where !syncing && process.isRunning {
@@ -71,10 +61,9 @@ struct UnreachableFolderTests {
             if !syncing { try await Task.sleep(for: .milliseconds(10)) }
         }
         guard syncing else {
-            if process.isRunning, process.processIdentifier > 0 { kill(process.processIdentifier, SIGKILL) }
-            process.waitUntilExit()
-            let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            Issue.record("the worker did not start syncing (status \(process.terminationStatus)): \(message)")
+            process.kill()
+            let termination = try await process.wait(seconds: 60)
+            Issue.record("the worker did not start syncing (\(termination)): \(process.capturedError)")
             return
         }
         // While the uploads run, the folder becomes unreadable for a second, then readable again.
@@ -90,14 +79,15 @@ struct UnreachableFolderTests {
             if uploaded >= count { break }
             try await Task.sleep(for: .milliseconds(10))
         }
-        guard process.isRunning, process.processIdentifier > 0 else {
-            process.waitUntilExit()
-            let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            Issue.record("the worker stopped by itself (status \(process.terminationStatus)): \(message)")
+        guard process.isRunning else {
+            let termination = try await process.wait(seconds: 60)
+            Issue.record("the worker stopped by itself (\(termination)): \(process.capturedError)")
             return
         }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        process.kill()
+        let termination = try await process.wait(seconds: 60)
+        #expect(
+            termination == .signaled(SIGKILL), "the worker \(termination) before the kill: \(process.capturedError)")
 
         // A new process starts (its startup check runs) and finds every attachment, none given up.
         let schema = Schema(tables: [Table(name: "rows", columns: [.text("attachment_id")]), createAttachmentTable()])
