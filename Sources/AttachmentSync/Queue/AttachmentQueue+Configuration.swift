@@ -71,7 +71,8 @@ extension AttachmentQueue {
         /// once. ``networkPolicy`` decides which transfers also wait for an unmetered network. Downloads
         /// asked for with ``AttachmentQueue/download(attachmentId:)`` ignore the policy (the user asked) but
         /// fail at once with ``AttachmentError/Code-swift.struct/remoteUnavailable`` while unreachable.
-        /// Shown in ``QueueStatus/network``.
+        /// Until the source's first report the queue assumes ``NetworkConditions/notYetReported``: reachable,
+        /// but not unmetered. Shown in ``QueueStatus/network``.
         ///
         /// The default is `NWPathNetworkConditions()` (`NWPathMonitor`) on Apple platforms and `nil` on
         /// Linux, where the network is taken as always reachable and unmetered; use

@@ -68,8 +68,9 @@ public actor AttachmentQueue {
     /// Commits verified downloads, in groups when several finish together.
     let downloadCommitter = DownloadCommitter()
     /// The network's conditions as last reported by ``Configuration/networkConditions``, for transfers
-    /// (the machine keeps its own copy for scheduling).
-    let networkNow = LockedValue(NetworkConditions.unrestricted)
+    /// (the machine keeps its own copy for scheduling): ``NetworkConditions/notYetReported`` until the
+    /// source's first report, ``NetworkConditions/unrestricted`` without a source.
+    let networkNow: LockedValue<NetworkConditions>
     /// Follows ``Configuration/networkConditions`` from startup until ``close()``.
     var networkFollower: Task<Void, Never>?
     /// What happens to attachments, for ``events``: it keeps the newest 10,000 events a reader has not taken.
@@ -156,8 +157,11 @@ public actor AttachmentQueue {
         self.wallClock = wallClock
         self.timestamps = MonotonicTimestamps(wallClock: wallClock)
         self.logger = configuration.logger
+        let network: NetworkConditions = configuration.networkConditions == nil ? .unrestricted : .notYetReported
+        self.networkNow = LockedValue(network)
         self.machine = QueueStateMachine(
-            maxConcurrentTransfers: configuration.maxConcurrentTransfers, adaptive: configuration.adaptiveConcurrency)
+            maxConcurrentTransfers: configuration.maxConcurrentTransfers, adaptive: configuration.adaptiveConcurrency,
+            network: network)
         self.reconciler = Reconciler(policy: configuration.downloadPolicy)
         self.progressCenter = ProgressCenter(
             clock: configuration.clock, interval: max(.zero, configuration.progressInterval))

@@ -204,6 +204,35 @@ struct NetworkConditionsTests {
         #expect(await remote.file(named: photo.filename) == testBytes(10))
     }
 
+    @Test("until the source's first report the network is not taken as unmetered: large files wait for it")
+    func nothingAssumedBeforeTheFirstReport() async throws {
+        let source = SilentUntilToldSource()
+        let remote = InMemoryRemoteStorage()
+        let device = try QueueHarness(remote: remote) {
+            $0.networkConditions = source
+            $0.networkPolicy = .unmetered(above: 1000)
+        }
+        try await device.queue.startSync()
+        let small = try await device.queue.saveFile(data: testBytes(500), mediaType: nil, fileExtension: "jpg")
+        let big = try await device.queue.saveFile(data: testBytes(5000), mediaType: nil, fileExtension: "jpg")
+        try await device.waitForState(small.id, .synced)
+        try await device.queue.syncNow()
+        #expect(try await device.state(of: big.id) == .queuedUpload, "perhaps cellular: not yet known")
+        #expect(await remote.file(named: big.filename) == nil)
+        source.report(.unrestricted)
+        try await device.waitForState(big.id, .synced)
+    }
+
+    /// A source that reports nothing until the test says what the network is (as `NWPathMonitor` takes a
+    /// moment after its start).
+    final class SilentUntilToldSource: NetworkConditionsSource, Sendable {
+        private let stream: AsyncStream<NetworkConditions>
+        private let continuation: AsyncStream<NetworkConditions>.Continuation
+        init() { (stream, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1)) }
+        func updates() -> AsyncStream<NetworkConditions> { stream }
+        func report(_ conditions: NetworkConditions) { continuation.yield(conditions) }
+    }
+
     /// An error handler that counts its calls and always retries.
     final class CountingHandler: SyncErrorHandler, Sendable {
         private let count = LockedValue(0)

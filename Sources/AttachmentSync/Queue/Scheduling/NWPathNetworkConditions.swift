@@ -2,9 +2,11 @@
     import Dispatch
     import Network
 
-    /// Network conditions from `NWPathMonitor` (Apple platforms only): reachable when the path is satisfied,
-    /// expensive and constrained as the path says. The default ``AttachmentQueue/Configuration/networkConditions``
-    /// on Apple platforms.
+    /// Network conditions from `NWPathMonitor` (Apple platforms only): reachable unless the path is
+    /// `.unsatisfied` (a path that `.requiresConnection`, such as a VPN on demand or a cellular interface that
+    /// wakes for a connection, comes up when a transfer connects), expensive and constrained as the path
+    /// says. Until its first report the queue assumes ``NetworkConditions/notYetReported``. The default
+    /// ``AttachmentQueue/Configuration/networkConditions`` on Apple platforms.
     ///
     /// Each ``updates()`` call starts a monitor of its own, cancelled when the caller stops iterating.
     public struct NWPathNetworkConditions: NetworkConditionsSource {
@@ -19,7 +21,7 @@
             monitor.pathUpdateHandler = { path in
                 continuation.yield(
                     NetworkConditions(
-                        isReachable: path.status == .satisfied, isExpensive: path.isExpensive,
+                        isReachable: path.status != .unsatisfied, isExpensive: path.isExpensive,
                         isConstrained: path.isConstrained))
             }
             continuation.onTermination = { _ in monitor.cancel() }

@@ -26,6 +26,11 @@ public struct NetworkConditions: Sendable, Hashable, CustomStringConvertible {
     public static let offline = NetworkConditions(isReachable: false)
     /// Reachable over a metered path (cellular data).
     public static let expensive = NetworkConditions(isReachable: true, isExpensive: true)
+    /// What a queue assumes from its ``AttachmentQueue/Configuration/networkConditions`` source until the
+    /// source's first report: reachable (a transfer may try: a failure with no answer is the network's and
+    /// spends no attempt), but neither unmetered nor unconstrained, so transfers kept for an unmetered network
+    /// (``NetworkPolicy``) wait for the first report instead of starting on what may be cellular data.
+    public static let notYetReported = NetworkConditions(isReachable: true, isExpensive: true, isConstrained: true)
 
     /// Reachable, and neither metered nor constrained.
     public var isUnmetered: Bool { isReachable && !isExpensive && !isConstrained }

@@ -149,8 +149,10 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
     /// Counts `clearQueue` calls: a reconcile that overlapped one must not leave a baseline behind.
     private var tableClears = 0
 
-    init(maxConcurrentTransfers: Int, adaptive: Bool = true) {
+    /// - Parameter network: The conditions until the first ``networkChanged(_:)``.
+    init(maxConcurrentTransfers: Int, adaptive: Bool = true, network: NetworkConditions = .unrestricted) {
         concurrency = AdaptiveConcurrency(maximum: maxConcurrentTransfers, isEnabled: adaptive)
+        self.network = network
     }
 
     // MARK: - Lifecycle
