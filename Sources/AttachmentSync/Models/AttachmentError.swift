@@ -80,10 +80,10 @@ public struct AttachmentError: Error, Sendable, CustomStringConvertible, Localiz
         /// The attachment is not in a state that allows the operation (purging content that is not
         /// uploaded yet, say). The message names the state.
         public static let invalidState = Code(.invalidState)
-        /// Another process has a queue open on the same attachments directory (it holds the directory's
-        /// `flock`). Two would remove each other's files in progress, so this queue did not start;
-        /// ``AttachmentError/path`` holds the directory. Close the other queue (or stop the other process)
-        /// first.
+        /// Another process of the app holds the transfer lease of the attachments table (see
+        /// ``AttachmentQueue/Configuration/leaseDuration``), and the operation needs it (a repair, say):
+        /// nothing was changed. ``AttachmentError/path`` holds the attachments directory. Stop syncing in the
+        /// other process (or stop it) first; a lease whose process is gone runs out by itself.
         public static let directoryInUse = Code(.directoryInUse)
         /// What the call waited for did not happen in the time it was given (see
         /// ``AttachmentQueue/waitUntilUploaded(attachmentId:timeout:)``). Nothing was changed.

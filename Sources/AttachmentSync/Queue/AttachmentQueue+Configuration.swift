@@ -139,6 +139,17 @@ extension AttachmentQueue {
         /// The default is ``StartupFileCheck/automatic(backgroundAbove:)`` with 10,000 records: a small table
         /// is checked before the queue is ready, a large one in the background.
         public var startupFileCheck: StartupFileCheck = .automatic(backgroundAbove: 10_000)
+        /// How long the transfer lease lasts unless renewed. Several processes of one app (the app, its share
+        /// extension, a widget) may open queues on one table and folder: each saves and deletes at any time,
+        /// but only the one holding the lease transfers files, checks them at startup and removes leftovers.
+        /// A queue takes the lease when it starts syncing (or runs ``AttachmentQueue/syncNow()``), renews it
+        /// as it starts transfers, and gives it up when it stops, closes or ``AttachmentQueue/suspend()``s.
+        /// A syncing queue in another process takes it over at its next pass once the holder is gone: at
+        /// once when the holder was killed and the system lets this process ask (Linux, macOS), else when its
+        /// lease has run out (a suspended iOS app, which its extensions may not ask about). No file lock is
+        /// held for it (iOS ends a suspended app that holds one in a shared container). The default is 30
+        /// seconds.
+        public var leaseDuration: Duration = .seconds(30)
         /// The file system calls the queue makes (tests substitute one that simulates crashes).
         var files: any FileOperations = SystemFileOperations()
         /// Where the queue logs. The default discards everything.
@@ -180,6 +191,9 @@ extension AttachmentQueue {
             }
             if let maxCacheBytes, maxCacheBytes < 0 {
                 throw fail("maxCacheBytes", "is negative: \(maxCacheBytes)")
+            }
+            guard leaseDuration >= .milliseconds(30) else {
+                throw fail("leaseDuration", "must be at least 30 milliseconds, not \(leaseDuration)")
             }
             guard progressInterval >= .zero else {
                 throw fail("progressInterval", "is negative: \(progressInterval)")

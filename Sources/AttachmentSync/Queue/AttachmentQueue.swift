@@ -92,8 +92,18 @@ public actor AttachmentQueue {
     /// When downloads waiting for another device's upload were last brought forward (milliseconds since
     /// 1970), to space out those a stream of watch emissions asks for.
     var lastAwaitingBringForward: Int64?
-    /// The attachments directory's lock, held from startup until ``close()`` (see ``DirectoryLock``).
-    var directoryLock: DirectoryLock?
+    /// The claims shared with the app's other processes: the transfer lease and the saves in progress.
+    let claims: ClaimStore
+    /// When the transfer lease this queue holds runs out (milliseconds since 1970), `nil` when it holds none.
+    var leaseExpiresAt: Int64?
+    /// Startup's check of files and clean-up waits for the lease: another process held it at startup.
+    var startupCheckDeferred = false
+    /// The ``syncNow()`` calls in progress, which want the lease.
+    var leaseUsers = 0
+    /// Whether startup's check of files runs in the background (it wants the lease).
+    var backgroundFileCheckRunning = false
+    /// Whether sync was on when ``suspend()`` was called (`nil` when not suspended).
+    var syncingBeforeSuspension: Bool?
     /// Downloads asked for and in flight, by attachment id.
     var sharedDownloads: [String: SharedDownload] = [:]
     var nextWaiterToken = 0
@@ -151,6 +161,7 @@ public actor AttachmentQueue {
             .standardizedFileURL
         self.attachmentsPath = attachmentsDirectory.path
         self.store = AttachmentStore(table: configuration.attachmentsQueueTableName)
+        self.claims = ClaimStore(scope: configuration.attachmentsQueueTableName)
         self.files = configuration.files
         let wallClock =
             configuration.dateOverride.map(WallClock.init(date:)) ?? WallClock(following: configuration.clock)
@@ -256,10 +267,9 @@ public actor AttachmentQueue {
         )
     }
 
-    /// A queue dropped without ``close()`` gives its directory's lock up (the process keeps it while another
-    /// queue on the directory holds it) and stops following the network.
+    /// A queue dropped without ``close()`` stops following the network (its lease, if it held one, runs out;
+    /// a queue of this process on the same table takes it back at once).
     deinit {
-        directoryLock?.release()
         networkFollower?.cancel()
     }
 
@@ -319,6 +329,9 @@ public actor AttachmentQueue {
     public func startSync() async throws {
         try await waitForInit()
         guard session == nil else { return }
+        // Before the first pass, which needs it (when another process holds it, a later pass takes it over).
+        await takeLease()
+        guard session == nil else { return }
         let (triggers, continuation) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
         var tasks: [Task<Void, Never>] = [
             Task { await self.runTriggerLoop(triggers) },
@@ -334,6 +347,7 @@ public actor AttachmentQueue {
         // no earlier than the watch did, so no change slips between the two.
         session = SyncSession(tasks: tasks, triggers: continuation)
         machine.syncStarted()
+        syncingBeforeSuspension = nil
         logger.debug("sync started")
     }
 
@@ -357,6 +371,7 @@ public actor AttachmentQueue {
         for task in cancel { task.cancel() }
         for waiter in resume { waiter.resume() }
         if session != nil { logger.debug("sync stopped") }
+        await releaseLeaseIfUnwanted()
     }
 
     /// The same as ``stopSync()``, under the name of earlier PowerSync versions.
@@ -387,8 +402,7 @@ public actor AttachmentQueue {
         for waiter in resume { waiter.resume() }
         for task in running { await task.value }
         if let archiveTrim { _ = await archiveTrim.result }
-        directoryLock?.release()
-        directoryLock = nil
+        await releaseLease()
         eventCenter.finish()
         logger.debug("queue closed")
     }
@@ -399,11 +413,18 @@ public actor AttachmentQueue {
     /// Works whether or not background sync is on. ``stopSync()`` or ``close()`` makes it return early.
     public func syncNow() async throws {
         try await waitForInit()
-        let generation = machine.manualRoundStarted()
-        defer { machine.manualRoundEnded(generation) }
-        await bringForwardAwaitingUploads()
-        await runPass()
-        await waitUntilIdle()
+        leaseUsers += 1
+        if await takeLease() {
+            let generation = machine.manualRoundStarted()
+            await bringForwardAwaitingUploads()
+            await runPass()
+            await waitUntilIdle()
+            machine.manualRoundEnded(generation)
+        } else {
+            logger.debug("syncNow: another process of the app holds the transfer lease and transfers")
+        }
+        leaseUsers -= 1
+        await releaseLeaseIfUnwanted()
     }
 
     func ensureOpen() throws {

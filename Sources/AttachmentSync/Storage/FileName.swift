@@ -217,8 +217,12 @@ package enum FileName {
     /// How the temporary names this process makes begin: a token drawn once per process tells them from
     /// the leftovers of earlier ones, which startup's background check removes while this process's own
     /// may be in use.
-    static let temporaryPrefixOfThisProcess =
-        "\(temporaryPrefix)tmp-\(UUID().uuidString.prefix(8).lowercased())-"
+    static let temporaryPrefixOfThisProcess = temporaryPrefix(ofProcess: ClaimStore.Holder.current.token)
+
+    /// How the temporary names of the process whose claims carry `token` begin.
+    static func temporaryPrefix(ofProcess token: String) -> String {
+        "\(temporaryPrefix)tmp-\(token.prefix(8).lowercased())-"
+    }
 
     /// The attachment file name that a library file name is about: `name` without the prefixes of a
     /// save's staging name, a partial download and its resume validator (`name` itself for other names).

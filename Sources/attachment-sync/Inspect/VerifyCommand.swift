@@ -203,8 +203,8 @@ struct VerifyCommand: AsyncParsableCommand {
 
     static func describe(_ error: any Error, directory: String, database: String? = nil) -> String {
         if let error = error as? AttachmentError, error.code == .directoryInUse {
-            return "the app (or another process) has an attachment queue open on \(directory): stop it, then run "
-                + "verify --repair again; nothing was changed"
+            return "the app (or another process) is syncing the attachments of \(directory) (it holds the transfer "
+                + "lease): stop it, then run verify --repair again; nothing was changed"
         }
         return StatusCommand.describe(error, database: database)
     }

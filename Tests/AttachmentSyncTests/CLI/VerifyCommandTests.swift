@@ -167,11 +167,12 @@ struct VerifyCommandTests {
         }
     }
 
-    @Test("--repair refuses while the app has its queue open, and changes nothing")
+    @Test("--repair refuses while the app syncs (it holds the transfer lease), and changes nothing")
     func repairWaitsForTheApp() async throws {
         let remoteFolder = try TemporaryDirectory()
         let remote = FileSystemRemoteStorage(directory: remoteFolder.path("remote"))
-        let app = try QueueHarness(remote: remote)
+        // The lease's times are calendar times, which the tool's process reads from the system.
+        let app = try QueueHarness(remote: remote) { $0.currentDate = { Date() } }
         let saved = try await app.queue.saveFile(data: testBytes(900), mediaType: nil, fileExtension: "bin", id: "a")
         try await app.queue.syncNow()
         try FileManager.default.removeItem(atPath: try #require(saved.localUri))
@@ -179,15 +180,17 @@ struct VerifyCommandTests {
         let before = try await app.state(of: "a")
         let tool = try CommandLineTool.locate()
 
-        // The app is still running (its queue is open in this process, another process to the tool).
+        // The app is still syncing (its queue runs in this process, another process to the tool).
+        try await app.queue.startSync()
         let refused = try await tool.run([
             "verify", db, "--dir", app.folder.path("attachments"), "--remote", remoteFolder.path("remote"), "--repair",
         ])
         #expect(refused.status == 1)
-        #expect(refused.standardError.contains("has an attachment queue open"), "\(refused.standardError)")
+        #expect(refused.standardError.contains("holds the transfer lease"), "\(refused.standardError)")
         #expect(refused.standardError.contains("stop it"))
         #expect(try await app.state(of: "a") == before)
-        await app.queue.close()
+        // Stopping sync gives the lease up at once: no need to wait for it to run out.
+        await app.queue.stopSync()
 
         let repaired = try await tool.run([
             "verify", db, "--dir", app.folder.path("attachments"), "--remote", remoteFolder.path("remote"), "--repair",

@@ -42,7 +42,7 @@ extension AttachmentQueue {
     /// file is an uncommitted save and removes it. If the commit fails, the files are removed (unless the
     /// records exist after all) and the error rethrown. A file already at a local name is never replaced.
     func placeAndCommit(
-        _ records: [AttachmentRecord], staged: [String], durably: Bool,
+        _ records: [AttachmentRecord], staged: [String], durably: Bool, claimed: [String],
         updateHook: @escaping @Sendable (SqlTransaction, [Attachment]) throws -> Void
     ) async throws -> [Attachment] {
         var placed: [String] = []
@@ -84,7 +84,7 @@ extension AttachmentQueue {
         }
         let committed: [Attachment]
         do {
-            committed = try await commitNewRecords(records, durably: durably, updateHook: updateHook)
+            committed = try await commitNewRecords(records, durably: durably, claimed: claimed, updateHook: updateHook)
         } catch {
             // One transaction: either every record exists or none does.
             let id = records[0].id
@@ -109,18 +109,30 @@ extension AttachmentQueue {
     }
 
     /// Inserts new records and runs the app's hook, in one transaction (flushed to stable storage before it
-    /// returns when `durably`). Throws ``AttachmentError/Code-swift.struct/alreadyExists`` when an id, or a
-    /// remote filename, is another attachment's.
+    /// returns when `durably`), which also ends this process's claims on the `claimed` file names. Throws
+    /// ``AttachmentError/Code-swift.struct/alreadyExists`` when an id, or a remote filename, is another
+    /// attachment's, and ``AttachmentError/Code-swift.struct/conflict`` when another process's clean-up ended
+    /// a claim first (its files may be gone).
     func commitNewRecords(
         _ records: [AttachmentRecord],
         durably: Bool = false,
+        claimed: [String] = [],
         updateHook: @escaping @Sendable (SqlTransaction, [Attachment]) throws -> Void
     ) async throws -> [Attachment] {
         let store = store
         let directory = attachmentsDirectory
         let timestamps = records.map { _ in self.timestamps.next() }
         let usedAt = wallClock.milliseconds()
+        let claims = claims
         let body: @Sendable (SqlTransaction) throws -> [Attachment] = { tx in
+            if !claimed.isEmpty, try claims.endSaves(claimed, of: .current, in: tx) != claimed.count {
+                throw AttachmentError(
+                    code: .conflict,
+                    message: "another process of the app removed the files of this save before it could commit "
+                        + "(it took this process for gone, or the save for abandoned after an hour); nothing was "
+                        + "saved: save again",
+                    attachmentId: records.first?.id)
+            }
             var attachments: [Attachment] = []
             attachments.reserveCapacity(records.count)
             for (record, timestamp) in zip(records, timestamps) {

@@ -169,6 +169,36 @@ extension AttachmentQueue {
                 attachmentId: taken)
         }
 
+        // Claimed before any file exists, so another process's clean-up never takes them for leftovers; the
+        // commit ends the claims, and fails if another process ended them first (it found this one gone).
+        let claims = claims
+        let claimed = batch.map(\.names.localName)
+        let claimedAt = wallClock.milliseconds()
+        // Noted as running before the claim exists: this process's clean-up never finds it not running.
+        claims.noteSavesInProgress(claimed, true)
+        defer { claims.noteSavesInProgress(claimed, false) }
+        if let busy = try await db.writeTransaction({ tx in
+            try claims.claimSaves(claimed, for: .current, now: claimedAt, in: tx)
+        }) {
+            throw AttachmentError(
+                code: .alreadyExists,
+                message: "another process of the app is saving the file \(String(reflecting: busy)) right now",
+                name: busy)
+        }
+        do {
+            return try await saveClaimed(&batch, claimed: claimed, updateHook: updateHook)
+        } catch {
+            _ = try? await db.writeTransaction { tx in try claims.endSaves(claimed, of: .current, in: tx) }
+            throw error
+        }
+    }
+
+    /// The rest of ``saveBatch(_:updateHook:)``, once the batch's names are claimed: stages, places and
+    /// commits.
+    private func saveClaimed(
+        _ batch: inout [Staging], claimed: [String],
+        updateHook: @escaping @Sendable (SqlTransaction, [Attachment]) throws -> Void
+    ) async throws -> [Attachment] {
         var written: [String] = []
         do {
             for index in batch.indices {
@@ -189,7 +219,7 @@ extension AttachmentQueue {
                 metaData: entry.item.metaData, contentHash: entry.sha256)
         }
         let committed = try await placeAndCommit(
-            records, staged: batch.map(\.staged), durably: batch.contains { $0.source != nil },
+            records, staged: batch.map(\.staged), durably: batch.contains { $0.source != nil }, claimed: claimed,
             updateHook: updateHook)
 
         // The records are on stable storage: the originals handed over are redundant now. Failing to remove

@@ -5,6 +5,11 @@ extension AttachmentQueue {
     /// A triggered pass: failed transfers become eligible again, the archive is trimmed, and queued
     /// attachments start transferring. Errors are logged; the next trigger tries again.
     func runPass() async {
+        // Transfers and trimming are the lease holder's (another process of the app does them otherwise).
+        guard await holdsCurrentLease() else {
+            for waiter in machine.resumeIfIdle() { waiter.resume() }
+            return
+        }
         machine.passStarted()
         do {
             try await trimArchive()
@@ -24,6 +29,11 @@ extension AttachmentQueue {
         var next: Machine.Read? = read
         while let read = next {
             next = nil
+            // Back from a suspension, the lease may have run out (and another process taken it).
+            guard await holdsCurrentLease() else {
+                for waiter in machine.readFailed(read) { waiter.resume() }
+                return
+            }
             let store = store
             let now = wallClock.milliseconds()
             let raised = Array(machine.raised)
@@ -37,7 +47,8 @@ extension AttachmentQueue {
                 }
             } catch {
                 logError("reading the queued attachments failed", error)
-                for waiter in machine.readFailed(read) { waiter.resume() }
+                let waiters = machine.readFailed(read)
+                for waiter in waiters { waiter.resume() }
                 return
             }
             let policy = configuration.networkPolicy

@@ -159,7 +159,22 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
 
     /// Whether background transfers may start: the queue is open, and syncing or in a `syncNow`.
     var mayStartTransfers: Bool {
-        !isClosed && network.isReachable && (isSyncing || manualRounds[runGeneration, default: 0] > 0)
+        !isClosed && holdsLease && network.isReachable
+            && (isSyncing || manualRounds[runGeneration, default: 0] > 0)
+    }
+
+    /// Whether this process holds the transfer lease (another process of the app transfers otherwise).
+    private(set) var holdsLease = true
+
+    /// The lease was taken (`true`) or lost to another process (`false`): once lost, every transfer not asked
+    /// for on request is to be cancelled (the other process runs them), and retried when it comes back.
+    mutating func leaseChanged(held: Bool) -> [Handle] {
+        guard held != holdsLease else { return [] }
+        holdsLease = held
+        guard !held else { return [] }
+        let wake = retryWake?.handle
+        retryWake = nil
+        return [wake].compactMap { $0 } + cancelBackgroundTransfers()
     }
 
     /// Nothing in flight, and no read of the queued records in progress or about to start (which could

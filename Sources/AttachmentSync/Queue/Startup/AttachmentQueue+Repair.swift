@@ -65,10 +65,11 @@ extension AttachmentQueue {
     /// - Throws: ``AttachmentError/Code-swift.struct/remoteNotFound``, with nothing changed, when the remote is a
     ///   ``ListableRemoteStorage`` whose location does not exist; what it throws when asked;
     ///   database and file system errors; ``AttachmentError/Code-swift.struct/closed`` after
-    ///   ``close()``.
+    ///   ``close()``; ``AttachmentError/Code-swift.struct/directoryInUse`` when another process of the app
+    ///   holds the transfer lease (nothing changed).
     @discardableResult
     public func repairLocalFiles() async throws -> LocalFileRepair {
-        try await operation {
+        try await withLease {
             let verification = try await LocalFileVerification.verify(
                 db: db, attachmentsDirectory: attachmentsDirectory.path,
                 table: configuration.attachmentsQueueTableName, subdirectories: configuration.subdirectories)
@@ -153,7 +154,9 @@ extension AttachmentQueue {
     ///
     /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/unsupported`` when the
     ///   remote storage adapter is not a ``ListableRemoteStorage``; what the remote throws; database and file
-    ///   system errors; ``AttachmentError/Code-swift.struct/closed`` after ``close()``.
+    ///   system errors; ``AttachmentError/Code-swift.struct/closed`` after ``close()``;
+    ///   ``AttachmentError/Code-swift.struct/directoryInUse`` when another process of the app holds the
+    ///   transfer lease (nothing changed).
     @discardableResult
     public func repairRemoteFiles() async throws -> RemoteFileRepair {
         guard let remote = remoteStorage as? any ListableRemoteStorage else {
@@ -162,7 +165,7 @@ extension AttachmentQueue {
                 message: "\(type(of: remoteStorage)) cannot describe its files (it is not a ListableRemoteStorage), "
                     + "so the remote cannot be checked")
         }
-        return try await operation {
+        return try await withLease {
             let verification = try await RemoteVerification.verify(
                 db: db, remote: remote, table: configuration.attachmentsQueueTableName)
             var reuploading: [String] = []

@@ -9,18 +9,34 @@ extension AttachmentQueue {
         try configuration.validate()
         try await checkTable()
         try await localStorage.makeDir(path: attachmentsDirectory.path)
-        // Before anything is removed: another process's queue on this directory would lose saves in progress.
-        if directoryLock == nil, localStorage.plainFileURL(filePath: attachmentsDirectory.path) != nil {
-            directoryLock = try DirectoryLock.acquire(directory: attachmentsDirectory)
-            if directoryLock == nil {
-                logger.warning(
-                    "the attachments directory cannot be locked on this file system; run no other queue on it",
-                    metadata: ["directory": "\(attachmentsDirectory.path)"])
-            }
-        }
         for subdirectory in configuration.subdirectories {
             try await localStorage.makeDir(path: localPath(subdirectory))
         }
+        let claims = claims
+        try await db.writeTransaction { tx in try claims.createTable(in: tx) }
+        // Only the lease holder checks files and removes leftovers: two processes doing it at once would
+        // act on each other's transfers in progress. The check is put off until the lease is taken.
+        guard await takeLease() else {
+            startupCheckDeferred = true
+            logger.info(
+                "another process of the app holds the transfer lease: this queue saves and deletes, and checks files once it takes the lease over"
+            )
+            startFollowingNetwork()
+            return
+        }
+        do {
+            try await checkFilesAtStartup()
+        } catch {
+            await releaseLeaseIfUnwanted()
+            throw error
+        }
+        startFollowingNetwork()
+        await releaseLeaseIfUnwanted()
+    }
+
+    /// Startup's check of files, with the lease held: all of it now, or the queued records now and the rest
+    /// in the background.
+    private func checkFilesAtStartup() async throws {
         let store = store
         if try await checksFilesInBackground() {
             // Transfers start from queued records only: those are made true before anything runs.
@@ -28,8 +44,7 @@ extension AttachmentQueue {
             // A path per record is cheaper than a listing of a large folder, up to a point.
             let names = queued.count > 2_000 ? try files.contentsOfDirectory(atPath: attachmentsDirectory.path) : nil
             _ = try await verifyRecordsAgainstFiles(queued, listing: names, inBackground: false)
-            machine.beginBackgroundCheck()
-            backgroundFileCheck = Task { try await self.checkFilesInBackground() }
+            startBackgroundCheck()
         } else {
             let records = try await db.readTransaction { tx in try store.startupEntries(in: tx) }
             let names: [String]? =
@@ -38,7 +53,43 @@ extension AttachmentQueue {
             let unchanged = try await verifyRecordsAgainstFiles(records, listing: names, inBackground: false)
             try await removeLeftoverFiles(unchanged, inBackground: false)
         }
-        startFollowingNetwork()
+    }
+
+    /// Startup's check, run when this queue takes the lease over from another process after its startup:
+    /// the queued records now (no transfer of this queue runs before it), the rest in the background.
+    func runDeferredStartupCheck() async throws {
+        let store = store
+        let queued = try await db.readTransaction { tx in try store.startupEntries(in: tx, queuedOnly: true) }
+        _ = try await verifyRecordsAgainstFiles(queued, listing: nil, inBackground: false)
+        if localStorage.plainFileURL(filePath: attachmentsDirectory.path) != nil {
+            startBackgroundCheck()
+        } else {
+            let records = try await db.readTransaction { tx in try store.startupEntries(in: tx) }
+            try await removeLeftoverFiles((nil, records), inBackground: false)
+        }
+    }
+
+    /// Starts the check of synced and archived records and the clean-up in the background (unless one runs).
+    private func startBackgroundCheck() {
+        guard !backgroundFileCheckRunning else { return }
+        backgroundFileCheckRunning = true
+        machine.beginBackgroundCheck()
+        backgroundFileCheck = Task {
+            do {
+                try await self.checkFilesInBackground()
+            } catch {
+                self.backgroundCheckEnded()
+                throw error
+            }
+            self.backgroundCheckEnded()
+        }
+    }
+
+    /// The background check ended: the lease is given up unless the queue still wants it, in a task of its
+    /// own (``waitForStartupCheck()`` does not wait for a database write that other work may hold up).
+    private func backgroundCheckEnded() {
+        backgroundFileCheckRunning = false
+        Task { await self.releaseLeaseIfUnwanted() }
     }
 
     /// Whether the check of synced and archived records and the clean-up run after startup: only with plain
@@ -258,19 +309,22 @@ extension AttachmentQueue {
             Self.leftovers(among: listed, entries: entries, subdirectories: subdirectories)
         }.value
         let plain = localStorage.plainFileURL(filePath: attachmentsDirectory.path) != nil
-        // Just before removing: which of the files about to go a record refers to now (another writer of
-        // the table, say). The queue's own saves and downloads are covered by the check's touched ids.
-        var referencedNow: Set<String> = []
+        // Just before removing, in one read: which of the files about to go a record refers to now (another
+        // process of the app committed a save, say), and which saves are in progress in any process (claimed
+        // before their files were made, so each save is in one or the other). The queue's own saves and
+        // downloads are covered by the check's touched ids too.
         let savingPrefix = FileName.savingName(for: "")
-        if inBackground {
-            // The staging names' own files too: a staging name whose file a record claims is what a
-            // committed save left behind.
-            let stagedFiles = plan.candidates.filter { $0.hasPrefix(savingPrefix) }.map {
-                String($0.dropFirst(savingPrefix.count))
-            }
-            let doomed = Set(plan.twins.map(\.name) + plan.candidates + stagedFiles)
-            referencedNow = try await db.readTransaction { tx in try store.referenced(localPaths: doomed, in: tx) }
+        // The staging names' own files too: a staging name whose file a record claims is what a committed
+        // save left behind.
+        let stagedFiles = plan.candidates.filter { $0.hasPrefix(savingPrefix) }.map {
+            String($0.dropFirst(savingPrefix.count))
         }
+        let doomed = Set(plan.twins.map(\.name) + plan.candidates + stagedFiles)
+        let claims = claims
+        let (referencedNow, saveClaims, lease) = try await db.readTransaction { tx in
+            (try store.referenced(localPaths: doomed, in: tx), try claims.saveClaims(in: tx), try claims.lease(in: tx))
+        }
+        let inUse = try await filesInUse(saveClaims: saveClaims, lease: lease)
         /// A staging name left by a save that committed (its file is a record's): only a save of that id
         /// starting again could need the name.
         func ofCommittedSave(_ name: String) -> Bool {
@@ -280,7 +334,7 @@ extension AttachmentQueue {
         }
         var removedTwins: Set<String> = []
         var candidates = plan.candidates
-        for (staging, name) in plan.twins where !referencedNow.contains(name) {
+        for (staging, name) in plan.twins where !referencedNow.contains(name) && !inUse.contains(name) {
             // With plain files, only when both names are one file (the twin was made with a hard link);
             // otherwise it is judged like any other file.
             if plain {
@@ -297,7 +351,8 @@ extension AttachmentQueue {
             logger.info("removed the file of a save that did not complete", metadata: ["file": "\(name)"])
         }
         var foreign = plan.foreign
-        for name in candidates where !removedTwins.contains(name) && !referencedNow.contains(name) {
+        for name in candidates
+        where !removedTwins.contains(name) && !referencedNow.contains(name) && !inUse.contains(name) {
             if inBackground { try Task.checkCancellation() }
             if plain, try files.info(atPath: localPath(name))?.kind == .directory {
                 foreign.append(name)
@@ -311,6 +366,58 @@ extension AttachmentQueue {
             logger.notice(
                 "the attachments directory holds files that are not attachments; they are left alone",
                 metadata: ["files": "\(foreign.sorted().prefix(20).joined(separator: ", "))"])
+        }
+    }
+
+    /// The files other processes of the app (and this one) may be using, which the clean-up leaves alone:
+    /// those of saves in progress (claimed, by a process that runs or may run), and the temporary files of
+    /// processes that hold claims or the lease. Claims of processes found gone are ended here (their saves
+    /// can no longer commit), and so are those older than an hour whose process cannot be asked about.
+    private func filesInUse(saveClaims: [ClaimStore.SaveClaim], lease: ClaimStore.LeaseHolder?) async throws
+        -> FilesInUse
+    {
+        let now = wallClock.milliseconds()
+        let abandonedAfter: Int64 = 3_600_000
+        var inUse = FilesInUse()
+        var gone: [ClaimStore.SaveClaim] = []
+        var holders: Set<ClaimStore.Holder> = [.current]
+        for claim in saveClaims {
+            switch claims.mayRun(claim) {
+            case true?:
+                inUse.names.insert(claim.name)
+                holders.insert(claim.holder)
+            case nil where now.addingClamped(-claim.startedAt) < abandonedAfter:
+                inUse.names.insert(claim.name)
+                holders.insert(claim.holder)
+            default:
+                gone.append(claim)
+            }
+        }
+        if let lease, lease.holder.isAlive != false, lease.expiresAt > now { holders.insert(lease.holder) }
+        inUse.temporaryPrefixes = Set(holders.map { FileName.temporaryPrefix(ofProcess: $0.token) })
+        if !gone.isEmpty {
+            let claims = claims
+            let gone = gone
+            try await db.writeTransaction { tx in
+                for claim in gone { try claims.dropSave(claim.name, of: claim.holder, in: tx) }
+            }
+            logger.info(
+                "ended the claims of saves whose process is gone",
+                metadata: ["files": "\(gone.map(\.name).sorted().prefix(20).joined(separator: ", "))"])
+        }
+        return inUse
+    }
+
+    /// What ``filesInUse(saveClaims:lease:)`` found.
+    struct FilesInUse {
+        /// The local file names of saves in progress.
+        var names: Set<String> = []
+        /// How the temporary names of running processes begin.
+        var temporaryPrefixes: Set<String> = []
+
+        /// Whether the file `name` (a local name, its staging twin, or a temporary file) is in use.
+        func contains(_ name: String) -> Bool {
+            names.contains(FileName.attachmentName(in: name)) || temporaryPrefixes.contains { name.hasPrefix($0) }
         }
     }
 

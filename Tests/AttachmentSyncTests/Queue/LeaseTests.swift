@@ -1,0 +1,141 @@
+import AttachmentSyncTesting
+import Foundation
+import GRDB
+import TestSupport
+import Testing
+
+@testable import AttachmentSync
+
+/// One process of the app transfers at a time (the transfer lease); the others save and delete, and never
+/// remove what another process is working on. No file lock is involved: a killed or suspended holder loses
+/// the lease when it runs out.
+@Suite("Transfer lease", .cleansUp)
+struct LeaseTests {
+    @Test("while another process syncs, this one saves but neither transfers nor cleans up; after a kill it takes over")
+    func anotherProcessSyncs() async throws {
+        let worker = try CommandLineTool.locate("attachment-sync-crash-worker")
+        let folder = try TemporaryDirectory()
+        var environment = ProcessInfo.processInfo.environment
+        environment["ATTACHMENT_SYNC_LEASE_MS"] = "500"
+        let process = try ChildProcess(worker.url.path, [folder.path, "7", "sync"], environment: environment)
+        defer { process.kill() }
+        try await withDeadline("the worker starting to sync") {
+            for _ in 0..<6_000 {
+                let journal = (try? String(contentsOfFile: folder.path("journal"), encoding: .utf8)) ?? ""
+                if journal.contains("syncing") { break }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+        }
+        // A file named like a generated attachment that no record claims: a clean-up would remove it.
+        let stray = folder.path("attachments/00000000-0000-4000-8000-000000000000.jpg")
+        try Data("left by a crash, or another process's save".utf8).write(to: URL(fileURLWithPath: stray))
+
+        let db = try LocalDatabase(path: folder.path("app.sqlite"), schema: QueueHarness.schema)
+        var configuration = AttachmentQueue.Configuration(attachmentsDirectory: folder.path("attachments"))
+        configuration.leaseDuration = .milliseconds(500)
+        configuration.syncInterval = .zero
+        let remote = FileSystemRemoteStorage(directory: folder.path("remote"))
+        let queue = AttachmentQueue(db: db, remoteStorage: remote, configuration: configuration)
+        // The share extension's case: it starts and saves while the app holds the lease.
+        try await queue.waitForInit()
+        let photo = try await queue.saveFile(data: testBytes(700), mediaType: nil, fileExtension: "jpg")
+        try await queue.syncNow()
+        #expect(FileManager.default.fileExists(atPath: stray), "a queue without the lease removed a file")
+
+        process.kill()
+        #expect(try await process.wait(seconds: 60) == .signaled(SIGKILL))
+        // The dead process's lease runs out; the next syncNow takes over, checks files and uploads.
+        try await withDeadline("taking the lease over") {
+            for _ in 0..<1_000 where !(await queue.takeLease()) {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+        }
+        try await queue.syncNow()
+        try await queue.waitForStartupCheck()
+        #expect(!FileManager.default.fileExists(atPath: stray), "the check put off at startup ran on taking over")
+        #expect(try await queue.attachment(id: photo.id)?.state == .synced)
+        let uploaded = try FileManager.default.contents(
+            atPath: remote.fileURL(for: #require(try await queue.attachment(id: photo.id))).path)
+        #expect(uploaded == testBytes(700))
+        await queue.close()
+        try await db.close()
+    }
+
+    @Test("the files of another process's save in progress are left alone until that process is gone")
+    func savesInProgressOfOtherProcesses() async throws {
+        // A real process stands for the other one: its id is alive, then dead.
+        let sleeper = try ChildProcess("/bin/sleep", ["60"])
+        defer { sleeper.kill() }
+        let device = try QueueHarness()
+        try await device.queue.waitForInit()
+        await device.queue.close()
+        let name = "11111111-2222-4333-8444-555555555555.jpg"
+        let staging = FileName.savingName(for: name)
+        let claims = ClaimStore(scope: "attachments")
+        let other = ClaimStore.Holder(token: "other-process-token", pid: sleeper.pid)
+        _ = try await device.db.writeTransaction { tx in
+            try claims.claimSaves([name], for: other, now: Int64(Date().timeIntervalSince1970 * 1000), in: tx)
+        }
+        for file in [name, staging] {
+            try Data("a photo being saved".utf8).write(
+                to: URL(fileURLWithPath: device.folder.path("attachments/\(file)")))
+        }
+
+        let reopened = try QueueHarness(folder: device.folder)
+        try await reopened.queue.waitForInit()
+        #expect(try reopened.filesOnDisk().sorted() == [staging, name].sorted(), "a live process's save was removed")
+        await reopened.queue.close()
+
+        sleeper.kill()
+        _ = try await sleeper.wait(seconds: 60)
+        let third = try QueueHarness(folder: device.folder)
+        try await third.queue.waitForInit()
+        #expect(try third.filesOnDisk() == [], "a dead process's save was left behind")
+        #expect(try await third.db.readTransaction { tx in try claims.saveClaims(in: tx) } == [])
+        await third.queue.close()
+    }
+
+    @Test("a save whose claim another process ended (it took this one for gone) fails and leaves nothing")
+    func claimTakenAway() async throws {
+        let folder = try TemporaryDirectory()
+        // Another process's clean-up, just after this save staged its file: it ends every claim (from a
+        // connection of its own), so it may remove the files at any moment from now on.
+        let cleanUp: @Sendable ([String]) throws -> Void = { _ in
+            let connection = try DatabaseQueue(path: folder.path("app.sqlite"))
+            try connection.write { db in try db.execute(sql: "DELETE FROM attachment_sync_claims") }
+            try connection.close()
+        }
+        let device = try QueueHarness(folder: folder) { $0.files = FlushHookDisk(onFlush: cleanUp) }
+        let error = await #expect(throws: AttachmentError.self) {
+            _ = try await device.queue.saveFile(data: testBytes(300), mediaType: nil, fileExtension: "jpg", id: "x")
+        }
+        #expect(error?.code == .conflict, "\(String(describing: error))")
+        #expect(try await device.queue.attachment(id: "x") == nil, "no record without its file")
+        #expect(try device.filesOnDisk().isEmpty)
+    }
+}
+
+/// A file operations layer that runs `onFlush` with the paths of each batch flush, before flushing them.
+struct FlushHookDisk: FileOperations {
+    let base = SystemFileOperations()
+    let onFlush: @Sendable ([String]) throws -> Void
+
+    func info(atPath path: String) throws -> FileInfo? { try base.info(atPath: path) }
+    func infoFollowingLinks(atPath path: String) throws -> FileInfo? { try base.infoFollowingLinks(atPath: path) }
+    func contentsOfDirectory(atPath path: String) throws -> [String] { try base.contentsOfDirectory(atPath: path) }
+    func openForReading(atPath path: String) throws -> FileHandle { try base.openForReading(atPath: path) }
+    func openForWriting(atPath path: String, at offset: Int64?) throws -> any FileWriter {
+        try base.openForWriting(atPath: path, at: offset)
+    }
+    func rename(_ source: String, to target: String) throws { try base.rename(source, to: target) }
+    func link(_ source: String, to target: String) throws { try base.link(source, to: target) }
+    func removeFile(atPath path: String) throws { try base.removeFile(atPath: path) }
+    func removeTree(atPath path: String) throws { try base.removeTree(atPath: path) }
+    func makeDirectory(atPath path: String) throws { try base.makeDirectory(atPath: path) }
+    func synchronizeFile(atPath path: String) throws { try base.synchronizeFile(atPath: path) }
+    func synchronizeDirectory(atPath path: String) throws { try base.synchronizeDirectory(atPath: path) }
+    func synchronizeFiles(atPaths paths: [String]) throws {
+        try onFlush(paths)
+        try base.synchronizeFiles(atPaths: paths)
+    }
+}
