@@ -8,7 +8,7 @@ extension AttachmentQueue {
     func initialize() async throws {
         try configuration.validate()
         try await checkTable()
-        try await localStorage.makeDir(path: attachmentsDirectory.path)
+        try await makeFolder(atPath: attachmentsDirectory.path)
         // Before anything is removed: another process's queue on this directory would lose saves in progress.
         if directoryLock == nil, localStorage.plainFileURL(filePath: attachmentsDirectory.path) != nil {
             directoryLock = try DirectoryLock.acquire(directory: attachmentsDirectory)
@@ -19,7 +19,7 @@ extension AttachmentQueue {
             }
         }
         for subdirectory in configuration.subdirectories {
-            try await localStorage.makeDir(path: localPath(subdirectory))
+            try await makeFolder(atPath: localPath(subdirectory))
         }
         let store = store
         if try await checksFilesInBackground() {
