@@ -74,8 +74,8 @@ extension AttachmentQueue {
         /// Until the source's first report the queue assumes ``NetworkConditions/notYetReported``: reachable,
         /// but not unmetered. Shown in ``QueueStatus/network``.
         ///
-        /// The default is `NWPathNetworkConditions()` (`NWPathMonitor`) on Apple platforms and `nil` on
-        /// Linux, where the network is taken as always reachable and unmetered; use
+        /// The default is `NWPathNetworkConditions()` (`NWPathMonitor`) on Apple platforms but watchOS, and
+        /// `nil` on watchOS and Linux, where the network is taken as always reachable and unmetered; use
         /// ``ManualNetworkConditions`` to feed the queue from your own reachability code.
         public var networkConditions: (any NetworkConditionsSource)? = Configuration.defaultNetworkConditions
         /// Which transfers wait for an unmetered network (Wi-Fi, no Low Data Mode), by attachment. A transfer
@@ -83,9 +83,11 @@ extension AttachmentQueue {
         /// ``NetworkPolicy/any``: every transfer runs on any reachable network.
         public var networkPolicy: NetworkPolicy = .any
 
-        /// The default ``networkConditions``: `NWPathNetworkConditions()` on Apple platforms, `nil` elsewhere.
+        /// The default ``networkConditions``: `NWPathNetworkConditions()` on Apple platforms, `nil` on
+        /// watchOS (which keeps `NWPathMonitor` unsatisfied for apps, see ``NWPathNetworkConditions``) and
+        /// elsewhere.
         public static var defaultNetworkConditions: (any NetworkConditionsSource)? {
-            #if canImport(Network)
+            #if canImport(Network) && !os(watchOS)
                 NWPathNetworkConditions()
             #else
                 nil
