@@ -11,30 +11,12 @@ package struct LocalFileAttributes: Sendable, Hashable {
         self.excludedFromBackup = excludedFromBackup
     }
 
-    /// Whether the platform acts on ``protection``: on iOS, iPadOS, tvOS, watchOS and visionOS (their
-    /// Simulators too), where Data Protection is a feature apps use. Not on macOS or Mac Catalyst, whose
-    /// file systems may not support the classes (`FileManager` would fail), nor on Linux.
-    package static let appliesProtection: Bool = {
-        #if (os(iOS) || os(tvOS) || os(watchOS) || os(visionOS)) && !targetEnvironment(macCatalyst)
-            true
-        #else
-            false
-        #endif
-    }()
-
-    /// Whether the platform acts on ``excludedFromBackup``: on every Apple platform (iCloud and computer
-    /// backups of iOS devices, Time Machine on macOS); Linux has no such attribute.
-    package static let appliesBackupExclusion: Bool = {
-        #if canImport(Darwin)
-            true
-        #else
-            false
-        #endif
-    }()
-
-    /// Sets the attributes on the file or folder at `path`: on Apple platforms with `FileManager`'s
-    /// `protectionKey` attribute and `URLResourceValues.isExcludedFromBackup`, as Apple's "Encrypting Your
-    /// App's Files" and `isExcludedFromBackupKey` documentation describe; elsewhere nothing.
+    /// Sets the attributes on the file or folder at `path`, as Apple's "Encrypting Your App's Files" and
+    /// `isExcludedFromBackupKey` documentation describe: the class with `FileManager`'s `protectionKey` on iOS,
+    /// iPadOS, tvOS, watchOS and visionOS (their Simulators too), where Data Protection is a feature apps use,
+    /// not on macOS or Mac Catalyst, whose volumes may not support classes; the backup exclusion with
+    /// `URLResourceValues.isExcludedFromBackup` on every Apple platform (device backups, Time Machine).
+    /// Linux has neither: nothing happens there.
     ///
     /// A class that cannot be set is an error (``AttachmentError/Code-swift.struct/fileSystem``), except in
     /// the Simulator, which does not enforce Data Protection.
