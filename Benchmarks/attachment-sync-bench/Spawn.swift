@@ -134,12 +134,20 @@ enum Spawn {
     }
 }
 
+/// What a `posix_spawn_file_actions_t *` points to as Swift sees it: Darwin's type is itself a pointer
+/// (`void *`, imported as an optional raw pointer), glibc's a struct.
+#if canImport(Darwin)
+    private typealias FileActions = posix_spawn_file_actions_t?
+#else
+    private typealias FileActions = posix_spawn_file_actions_t
+#endif
+
 /// `posix_spawn_file_actions_addclosefrom_np`'s type, to call it looked up by name.
-private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32
+private typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<FileActions>?, Int32) -> Int32
 
 /// `posix_spawn_file_actions_addchdir_np`'s type, to call it looked up by name.
 private typealias AddChangeDirectory =
-    @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, UnsafePointer<CChar>?) -> Int32
+    @convention(c) (UnsafeMutablePointer<FileActions>?, UnsafePointer<CChar>?) -> Int32
 
 /// `dlsym`'s handle for the process's global symbols, the C library's among them.
 private var defaultHandle: UnsafeMutableRawPointer? {

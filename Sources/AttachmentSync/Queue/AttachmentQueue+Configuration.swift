@@ -74,8 +74,8 @@ extension AttachmentQueue {
         /// Until the source's first report the queue assumes ``NetworkConditions/notYetReported``: reachable,
         /// but not unmetered. Shown in ``QueueStatus/network``.
         ///
-        /// The default is `NWPathNetworkConditions()` (`NWPathMonitor`) on Apple platforms and `nil` on
-        /// Linux, where the network is taken as always reachable and unmetered; use
+        /// The default is `NWPathNetworkConditions()` (`NWPathMonitor`) on Apple platforms but watchOS, and
+        /// `nil` on watchOS and Linux, where the network is taken as always reachable and unmetered; use
         /// ``ManualNetworkConditions`` to feed the queue from your own reachability code.
         public var networkConditions: (any NetworkConditionsSource)? = Configuration.defaultNetworkConditions
         /// Which transfers wait for an unmetered network (Wi-Fi, no Low Data Mode), by attachment. A transfer
@@ -83,9 +83,11 @@ extension AttachmentQueue {
         /// ``NetworkPolicy/any``: every transfer runs on any reachable network.
         public var networkPolicy: NetworkPolicy = .any
 
-        /// The default ``networkConditions``: `NWPathNetworkConditions()` on Apple platforms, `nil` elsewhere.
+        /// The default ``networkConditions``: `NWPathNetworkConditions()` on Apple platforms, `nil` on
+        /// watchOS (which keeps `NWPathMonitor` unsatisfied for apps, see ``NWPathNetworkConditions``) and
+        /// elsewhere.
         public static var defaultNetworkConditions: (any NetworkConditionsSource)? {
-            #if canImport(Network)
+            #if canImport(Network) && !os(watchOS)
                 NWPathNetworkConditions()
             #else
                 nil
@@ -216,6 +218,34 @@ extension AttachmentQueue {
                 )
             }
         }
+
+        // MARK: Data Protection and backups (Apple platforms)
+
+        /// The Data Protection class of every folder and file the queue makes: the attachments directory
+        /// and its subdirectories (set at startup, even when they exist, so that what adapters create there
+        /// takes it too), saved files (a file handed over with `moveFile` included), and downloads.
+        ///
+        /// While a device is locked, files of class ``FileProtection/complete`` cannot be read or written,
+        /// so their transfers cannot run until it is unlocked; ``FileProtection/completeUntilFirstUserAuthentication``
+        /// keeps transfers going with the screen off once the user has unlocked the device after a restart.
+        /// The app's database is the app's: give it a class under which the queue can commit while the app
+        /// runs in the background (SQLite's `-wal` and `-shm` files take their folder's class).
+        ///
+        /// Applied on iOS, iPadOS, tvOS, watchOS and visionOS. macOS and Mac Catalyst leave classes to the
+        /// system, and Linux has none: there the option changes nothing. A ``LocalStorageAdapter`` of your
+        /// own that transforms content (``LocalStorageAdapter/plainFileURL(filePath:)`` is `nil`) sets
+        /// classes on its files itself. The default is
+        /// ``FileProtection/completeUntilFirstUserAuthentication``.
+        public var fileProtection: FileProtection = .completeUntilFirstUserAuthentication
+
+        /// Whether downloaded attachments are excluded from backups (iCloud and computer backups of a
+        /// device, Time Machine on a Mac), as Apple asks of content an app can download again.
+        ///
+        /// Only downloads are excluded: content saved on this device is backed up before and after its
+        /// upload (it is the user's document, and the backup outlives a remote that loses it). After a
+        /// restore, startup finds the downloaded files missing and downloads them again. Apple platforms
+        /// only; nothing happens on Linux. The default is `true`.
+        public var excludesDownloadsFromBackup: Bool = true
     }
 }
 

@@ -183,8 +183,10 @@ package enum FileName {
                 return nil
             }
         }
-        guard let text = String(validating: bytes, as: UTF8.self), safeName(text, keepingDots: keepingDots) == name
-        else { return nil }
+        // Valid UTF-8 only: decoding repairs invalid bytes, so a repaired text has other bytes than `bytes`.
+        // (`String(validating:as:)` says the same, but only from macOS 15 / iOS 18.)
+        let text = String(decoding: bytes, as: UTF8.self)
+        guard text.utf8.elementsEqual(bytes), safeName(text, keepingDots: keepingDots) == name else { return nil }
         return text
     }
 

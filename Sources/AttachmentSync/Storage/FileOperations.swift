@@ -43,6 +43,9 @@ package protocol FileOperations: Sendable {
     func removeTree(atPath path: String) throws
     /// Creates a folder and its missing parents. Succeeds when it exists.
     func makeDirectory(atPath path: String) throws
+    /// Sets a file's or folder's Data Protection class and backup exclusion (Apple platforms only). The
+    /// default is ``LocalFileAttributes/apply(atPath:)``.
+    func setAttributes(_ attributes: LocalFileAttributes, atPath path: String) throws
     /// Flushes a file's content to stable storage.
     func synchronizeFile(atPath path: String) throws
     /// Flushes a folder's entries (names created, renamed or removed in it) to stable storage.
@@ -120,16 +123,11 @@ package struct SystemFileOperations: FileOperations {
             case Int(S_IFLNK): .symbolicLink
             default: .other
             }
-        #if canImport(Darwin)
-            let modified = status.st_mtimespec
-        #else
-            let modified = status.st_mtim
-        #endif
         return FileInfo(
             kind: kind, size: Int64(status.st_size),
             identity: FileIdentity(
                 device: UInt64(truncatingIfNeeded: status.st_dev), inode: UInt64(truncatingIfNeeded: status.st_ino)),
-            modificationTime: Double(modified.tv_sec) + Double(modified.tv_nsec) / 1e9)
+            modificationTime: status.modificationSeconds)
     }
 
     package func contentsOfDirectory(atPath path: String) throws -> [String] {

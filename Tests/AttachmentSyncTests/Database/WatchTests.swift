@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import TestSupport
 import Testing
 
@@ -45,7 +44,7 @@ struct WatchTests {
         defer { try? db.close() }
         // random() makes every run of the query differ, so each run is an emission that de-duplication
         // cannot hide, and the mapper counts runs exactly.
-        let runs = Mutex(0)
+        let runs = LockedValue(0)
         let counts = try db.watch(sql: "SELECT count(*) AS n, random() AS nonce FROM watched") { cursor in
             runs.withLock { $0 += 1 }
             return try cursor.getInt(name: "n")

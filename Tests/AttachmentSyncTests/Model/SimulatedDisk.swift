@@ -1,6 +1,5 @@
 import Foundation
 import GRDB
-import Synchronization
 
 @testable import AttachmentSync
 
@@ -20,7 +19,7 @@ final class CrashSwitch: Sendable {
         var operations: [String] = []
     }
 
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
     /// Arms the switch: the process dies at the `count`-th durable operation from now (1 for the next one).
     func arm(after count: Int) {
@@ -73,7 +72,7 @@ final class CommitGate: TransactionObserver, Sendable {
 /// outlives simulated processes.
 final class AccessSwitch: Sendable {
     let folder: String
-    private let denied = Mutex(false)
+    private let denied = LockedValue(false)
 
     init(folder: String) { self.folder = folder }
 

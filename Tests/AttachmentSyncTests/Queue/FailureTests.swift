@@ -1,6 +1,5 @@
 import AttachmentSyncTesting
 import Foundation
-import Synchronization
 import TestSupport
 import Testing
 
@@ -9,7 +8,7 @@ import Testing
 /// An error handler that records its calls and answers as told.
 final class RecordingErrorHandler: SyncErrorHandler {
     let retry: Bool
-    let calls = Mutex<[String]>([])
+    let calls = LockedValue<[String]>([])
 
     init(retry: Bool) { self.retry = retry }
 
@@ -32,9 +31,9 @@ final class RecordingErrorHandler: SyncErrorHandler {
 /// Local storage whose `saveFile` fails a given number of times, to stand for a full or failing disk.
 final class FlakyLocalStorage: ForwardingLocalStorage {
     let base = FileManagerStorageAdapter()
-    let failuresLeft: Mutex<Int>
+    let failuresLeft: LockedValue<Int>
 
-    init(failures: Int) { failuresLeft = Mutex(failures) }
+    init(failures: Int) { failuresLeft = LockedValue(failures) }
 
     func saveFile(filePath: String, data: Data) async throws -> Int64 {
         let fail = failuresLeft.withLock { left in
@@ -117,7 +116,7 @@ struct FailureTests {
         let remote = InMemoryRemoteStorage()
         await remote.setFile(testBytes(10), named: "p1.jpg")
         let clock = ManualClock()
-        let attempts = Mutex(0)
+        let attempts = LockedValue(0)
         var configuration = AttachmentQueue.Configuration(attachmentsDirectory: folder.path("files"))
         configuration.clock = clock
         configuration.syncInterval = .zero

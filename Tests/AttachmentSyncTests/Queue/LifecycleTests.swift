@@ -1,6 +1,5 @@
 import AttachmentSyncTesting
 import Foundation
-import Synchronization
 import TestSupport
 import Testing
 
@@ -9,9 +8,9 @@ import Testing
 /// Local storage whose `makeDir` fails a given number of times (a volume not mounted yet, say).
 final class FlakyFolderStorage: ForwardingLocalStorage {
     let base = FileManagerStorageAdapter()
-    let failuresLeft: Mutex<Int>
+    let failuresLeft: LockedValue<Int>
 
-    init(failures: Int) { failuresLeft = Mutex(failures) }
+    init(failures: Int) { failuresLeft = LockedValue(failures) }
 
     func makeDir(path: String) async throws {
         let fail = failuresLeft.withLock { left in
@@ -43,11 +42,11 @@ final class GatedStorage: ForwardingLocalStorage {
 /// transfer caught between its file and its commit, where the test can interrupt it.
 final class PauseAfterMoveStorage: ForwardingLocalStorage {
     let base = FileManagerStorageAdapter()
-    let target: Mutex<String?>
+    let target: LockedValue<String?>
     let arrived = AsyncStream.makeStream(of: Void.self)
     let gate = AsyncStream.makeStream(of: Void.self)
 
-    init(pausingAfterMovingTo name: String) { target = Mutex(name) }
+    init(pausingAfterMovingTo name: String) { target = LockedValue(name) }
 
     func moveFile(sourcePath: String, targetPath: String) async throws {
         try await base.moveFile(sourcePath: sourcePath, targetPath: targetPath)

@@ -1,6 +1,5 @@
 import AttachmentSyncTesting
 import Foundation
-import Synchronization
 import TestSupport
 import Testing
 

@@ -1,6 +1,5 @@
 import AttachmentSyncTesting
 import Foundation
-import Synchronization
 import Testing
 
 @testable import AttachmentSync
@@ -18,7 +17,7 @@ private func attachPhoto(_ jpeg: Data, to checklist: String, with queue: any Att
 /// A custom queue built on the protocol: it forwards to a real queue and counts what the app saves and deletes.
 private final class AuditingQueue: AttachmentQueueProtocol {
     let base: AttachmentQueue
-    let log = Mutex<[String]>([])
+    let log = LockedValue<[String]>([])
 
     init(base: AttachmentQueue) { self.base = base }
 
@@ -233,7 +232,7 @@ struct QueueConvenienceTests {
         }
         #expect(closed?.code == .closed)
 
-        let leaked = Mutex<AttachmentQueue?>(nil)
+        let leaked = LockedValue<AttachmentQueue?>(nil)
         await #expect(throws: InjectedFailure.self) {
             try await withAttachmentQueue(db: db, remoteStorage: remote, configuration: configuration) { queue in
                 leaked.withLock { $0 = queue }

@@ -1,13 +1,12 @@
 import AttachmentSyncTesting
 import Foundation
-import Synchronization
 import Testing
 
 @testable import AttachmentSync
 
 /// A handler that records the attempt counts it is given and always retries.
 final class AttemptRecordingHandler: SyncErrorHandler {
-    let attempts = Mutex<[Int]>([])
+    let attempts = LockedValue<[Int]>([])
 
     func shouldRetry(attachment: AttachmentSync.Attachment, error: any Error, attempt: Int) async -> Bool {
         attempts.withLock { $0.append(attempt) }
@@ -20,7 +19,7 @@ final class AttemptRecordingHandler: SyncErrorHandler {
 
 /// A remote written against the seed API only: the three `Data` methods.
 final class SeedStyleRemote: RemoteStorageAdapter {
-    let files = Mutex<[String: Data]>([:])
+    let files = LockedValue<[String: Data]>([:])
 
     func uploadFile(data: Data, attachment: AttachmentSync.Attachment) async throws {
         files.withLock { $0[attachment.filename] = data }
@@ -283,7 +282,7 @@ struct TransferEngineTests {
 /// that takes a while to wind down; later uploads go straight to the in-memory remote.
 final class SlowToCancelRemote: RemoteStorageAdapter {
     let inner = InMemoryRemoteStorage()
-    private let calls = Mutex(0)
+    private let calls = LockedValue(0)
     private let gate: AsyncStream<Void>
     private let opener: AsyncStream<Void>.Continuation
     private let entered: AsyncStream<Void>

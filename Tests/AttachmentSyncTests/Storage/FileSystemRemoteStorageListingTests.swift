@@ -59,5 +59,9 @@ struct FileSystemRemoteStorageListingTests {
         #expect(FileName.unescapedSafeName("^P", keepingDots: true) == nil, "not something safeName makes")
         #expect(FileName.unescapedSafeName("%zz", keepingDots: true) == nil)
         #expect(FileName.unescapedSafeName("%41", keepingDots: true) == nil, "A is escaped as ^a, never %41")
+        #expect(FileName.unescapedSafeName("%c3%a9", keepingDots: true) == "é")
+        #expect(FileName.unescapedSafeName("%ff", keepingDots: true) == nil, "not UTF-8")
+        #expect(FileName.unescapedSafeName("a%c3", keepingDots: true) == nil, "a sequence cut short")
+        #expect(FileName.unescapedSafeName("%ed%a0%80", keepingDots: true) == nil, "a surrogate is no scalar")
     }
 }

@@ -1,4 +1,4 @@
-import Synchronization
+import AttachmentSync
 import Testing
 
 /// Asynchronous clean-up for one test: what the test registers (closing a queue or a database) runs after
@@ -11,7 +11,7 @@ import Testing
 final class TestCleanup: Sendable {
     @TaskLocal static var current: TestCleanup?
 
-    private let actions = Mutex<[@Sendable () async -> Void]>([])
+    private let actions = LockedValue<[@Sendable () async -> Void]>([])
 
     /// Runs `action` after the current test. Outside a suite with the trait it records an issue: the
     /// clean-up would otherwise silently never run.

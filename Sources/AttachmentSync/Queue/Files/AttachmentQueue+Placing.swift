@@ -70,6 +70,7 @@ extension AttachmentQueue {
                         // No hard links on this volume: a copy is the twin.
                         placed.append(finalPath)
                         try await files.copy(from: staged, to: finalPath, hashing: false)
+                        try setAttributes(of: finalPath, as: .savedContent)
                     }
                 } else {
                     placed.append(finalPath)

@@ -263,6 +263,7 @@ extension AttachmentQueue {
             switch entry.item.content {
             case .data(let data):
                 try files.write(data, toPath: staged, flushing: false)
+                try setAttributes(of: staged, as: .savedContent)
                 (entry.size, entry.sha256) = (Int64(data.count), FileStreaming.sha256(data))
             case .file(let url, let moveFile):
                 let source = url.standardizedFileURL.path
@@ -270,9 +271,12 @@ extension AttachmentQueue {
                 if moveFile, try files.info(atPath: source)?.kind != .symbolicLink,
                     (try? files.link(source, to: staged)) != nil
                 {
+                    // The caller's file itself: whatever class and backup exclusion it had come with it.
+                    try setAttributes(of: staged, as: .adoptedFile)
                     (entry.size, entry.sha256) = try await files.digest(ofFileAt: staged)
                 } else {
                     let copied = try await files.copy(from: source, to: staged, flushing: false)
+                    try setAttributes(of: staged, as: .savedContent)
                     (entry.size, entry.sha256) = (copied.size, copied.sha256 ?? "")
                 }
             }

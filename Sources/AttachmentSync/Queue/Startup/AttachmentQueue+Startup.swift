@@ -8,9 +8,9 @@ extension AttachmentQueue {
     func initialize() async throws {
         try configuration.validate()
         try await checkTable()
-        try await localStorage.makeDir(path: attachmentsDirectory.path)
+        try await makeFolder(atPath: attachmentsDirectory.path)
         for subdirectory in configuration.subdirectories {
-            try await localStorage.makeDir(path: localPath(subdirectory))
+            try await makeFolder(atPath: localPath(subdirectory))
         }
         let claims = claims
         try await db.writeTransaction { tx in try claims.createTable(in: tx) }

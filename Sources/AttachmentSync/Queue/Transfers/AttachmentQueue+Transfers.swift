@@ -45,7 +45,7 @@ extension AttachmentQueue {
                 retryBackoff: configuration.retryBackoff, maxAttempts: configuration.maxAttempts,
                 notUploadedYetBackoff: configuration.notUploadedYetBackoff),
             wallClock: wallClock, progress: progressCenter, files: files, throttles: throttles,
-            network: networkNow, committer: downloadCommitter)
+            network: networkNow, committer: downloadCommitter, localFiles: localFilePolicy)
     }
 
     /// Starts the transfer the record's state calls for. The caller has checked that none is in flight for

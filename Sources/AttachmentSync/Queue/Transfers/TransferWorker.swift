@@ -25,6 +25,8 @@ struct TransferWorker: Sendable {
     let network: LockedValue<NetworkConditions>
     /// Commits verified downloads, in groups when several finish together.
     let committer: DownloadCommitter
+    /// The Data Protection class and backup setting downloaded files get.
+    let localFiles: LocalFilePolicy
 
     /// The bandwidth caps of a queue's uploads and downloads: made ``BandwidthThrottle/current`` while the
     /// adapter moves a file in that direction.
@@ -182,6 +184,10 @@ struct TransferWorker: Sendable {
                 }
                 (size, sha256) = try await writtenDigest(info, ofFileAt: stagingPath)
                 try Self.verify(size: size, sha256: sha256, of: record, remote: info, path: stagingPath)
+                // Set on the staged file, before the commit flushes it: the name it is renamed to keeps them.
+                // The adapter may have moved the file in from elsewhere (a URLSession download's temporary
+                // file), so what the folder would have given it is not enough.
+                try files.setAttributes(localFiles.attributes(for: .download), atPath: stagingPath)
             } else {
                 progress.begin(id, direction: .download, totalBytes: record.size)
                 let data = try await BandwidthThrottle.$current.withValue(throttles.download) {

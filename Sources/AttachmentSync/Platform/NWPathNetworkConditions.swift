@@ -8,6 +8,10 @@
     /// says. Until its first report the queue assumes ``NetworkConditions/notYetReported``. The default
     /// ``AttachmentQueue/Configuration/networkConditions`` on Apple platforms.
     ///
+    /// Not on watchOS: there `NWPathMonitor` is low-level networking, which watchOS 9 and later allow only to
+    /// audio-streaming and VoIP apps while they stream or call; for any other app the path stays
+    /// `.unsatisfied` (Apple's TN3135), and the queue would never transfer. The default there is `nil`.
+    ///
     /// Each ``updates()`` call starts a monitor of its own, cancelled when the caller stops iterating.
     public struct NWPathNetworkConditions: NetworkConditionsSource {
         /// Creates a source for every interface.
