@@ -91,7 +91,60 @@ extension LocalDatabase {
             cancellable.cancel()
             _ = self?.state.withLock { $0.watches.removeValue(forKey: id) }
         }
+        followOtherProcesses()
         return stream
+    }
+
+    /// Starts looking for other processes' commits (see ``Configuration/otherProcessesCheckInterval``)
+    /// unless it runs: every interval while a watch is active, it reads `PRAGMA data_version` on the
+    /// writer's connection (which this process's own commits, all made on that connection, never move) and
+    /// when it moved, tells every observation that the whole database may have changed.
+    func followOtherProcesses() {
+        // Only a pool is a file that another process can open.
+        guard let interval = otherProcessesCheckInterval, writer is DatabasePool else { return }
+        let start = state.withLock { state -> Bool in
+            guard !state.isClosed, !state.followsOtherProcesses, !state.watches.isEmpty else { return false }
+            state.followsOtherProcesses = true
+            return true
+        }
+        guard start else { return }
+        let writer = writer
+        let clock = clock
+        Task { [weak self] in
+            var seen: Int?
+            while true {
+                let goesOn =
+                    self?.state.withLock { state -> Bool in
+                        guard !state.isClosed, !state.watches.isEmpty else {
+                            state.followsOtherProcesses = false
+                            return false
+                        }
+                        return true
+                    } ?? false
+                guard goesOn else { return }
+                let previous = seen
+                do {
+                    seen = try await writer.writeWithoutTransaction { db -> Int in
+                        let version = try Int.fetchOne(db, sql: "PRAGMA data_version") ?? 0
+                        if let previous, version != previous {
+                            try db.inTransaction {
+                                try db.notifyChanges(in: .fullDatabase)
+                                return .commit
+                            }
+                        }
+                        return version
+                    }
+                } catch {
+                    // Busy or closing: the next round tries again (or ends, once closed).
+                }
+                do {
+                    try await clock.sleep(for: interval)
+                } catch {
+                    self?.state.withLock { $0.followsOtherProcesses = false }
+                    return
+                }
+            }
+        }
     }
 
     /// Watches a query; the same as ``watch(options:)`` with the options spelled out.

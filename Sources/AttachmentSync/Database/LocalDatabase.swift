@@ -32,6 +32,16 @@ public final class LocalDatabase: Sendable {
         public var busyTimeout: TimeInterval = 5
         /// The most read connections a file database opens at once. The default is 5.
         public var maximumReaderCount: Int = 5
+        /// How often watches look for commits made by other processes: an app's share extension or widget
+        /// writing to a database in an App Group container, a command-line tool. SQLite tells this
+        /// process nothing of them, so while at least one watch is active the database asks SQLite (`PRAGMA
+        /// data_version`, a counter only other connections' commits move) and, when it moved, has every
+        /// watch read its query again (each yields only if its result changed). `nil` never looks. The
+        /// default is 1 second.
+        public var otherProcessesCheckInterval: Duration? = .seconds(1)
+        /// The clock of ``otherProcessesCheckInterval`` (tests drive a manual one). The default is a
+        /// `ContinuousClock`.
+        public var clock: any Clock<Duration> = ContinuousClock()
         /// Where schema changes are logged (at `debug` level). The default discards everything.
         public var logger: Logger = Logger(label: "AttachmentSync.LocalDatabase") { _ in SwiftLogNoOpLogHandler() }
 
@@ -60,8 +70,15 @@ public final class LocalDatabase: Sendable {
     /// connections.
     let blockingQueue = DispatchQueue(label: "AttachmentSync.LocalDatabase.blocking")
 
+    /// ``Configuration/otherProcessesCheckInterval``.
+    let otherProcessesCheckInterval: Duration?
+    /// ``Configuration/clock``.
+    let clock: any Clock<Duration>
+
     struct State: Sendable {
         var isClosed = false
+        /// Whether the task that looks for other processes' commits runs.
+        var followsOtherProcesses = false
         var nextWatchID = 0
         var watches: [Int: RegisteredWatch] = [:]
     }
@@ -204,6 +221,8 @@ public final class LocalDatabase: Sendable {
         self.writer = validatedWriter
         self.schema = schema
         self.path = path
+        self.otherProcessesCheckInterval = configuration.otherProcessesCheckInterval
+        self.clock = configuration.clock
         let logger = configuration.logger
         if applyingSchema {
             try LocalDatabaseError.converting {

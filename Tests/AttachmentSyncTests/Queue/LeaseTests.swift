@@ -36,27 +36,31 @@ struct LeaseTests {
         configuration.syncInterval = .zero
         let remote = FileSystemRemoteStorage(directory: folder.path("remote"))
         let queue = AttachmentQueue(db: db, remoteStorage: remote, configuration: configuration)
-        // The share extension's case: it starts and saves while the app holds the lease.
+        // The share extension's case: it starts and saves while the app holds the lease and syncs.
         try await queue.waitForInit()
         let photo = try await queue.saveFile(data: testBytes(700), mediaType: nil, fileExtension: "jpg")
         try await queue.syncNow()
         #expect(FileManager.default.fileExists(atPath: stray), "a queue without the lease removed a file")
-
-        process.kill()
-        #expect(try await process.wait(seconds: 60) == .signaled(SIGKILL))
-        // The dead process's lease runs out; the next syncNow takes over, checks files and uploads.
-        try await withDeadline("taking the lease over") {
-            for _ in 0..<1_000 where !(await queue.takeLease()) {
+        // The app's queue sees the other process's commit (its database checks for them) and uploads it.
+        let photoOnRemote = try remote.fileURL(for: photo).path
+        try await withDeadline("the syncing process uploading this process's save") {
+            for _ in 0..<6_000 where !FileManager.default.fileExists(atPath: photoOnRemote) {
                 try await Task.sleep(for: .milliseconds(10))
             }
         }
+        #expect(FileManager.default.contents(atPath: photoOnRemote) == testBytes(700))
+
+        process.kill()
+        #expect(try await process.wait(seconds: 60) == .signaled(SIGKILL))
+        // The holder is gone: this queue takes the lease over at once, runs the check it put off at startup,
+        // and transfers.
+        #expect(await queue.takeLease())
+        let second = try await queue.saveFile(data: testBytes(800), mediaType: nil, fileExtension: "jpg")
         try await queue.syncNow()
         try await queue.waitForStartupCheck()
         #expect(!FileManager.default.fileExists(atPath: stray), "the check put off at startup ran on taking over")
-        #expect(try await queue.attachment(id: photo.id)?.state == .synced)
-        let uploaded = try FileManager.default.contents(
-            atPath: remote.fileURL(for: #require(try await queue.attachment(id: photo.id))).path)
-        #expect(uploaded == testBytes(700))
+        #expect(try await queue.attachment(id: second.id)?.state == .synced)
+        #expect(FileManager.default.contents(atPath: try remote.fileURL(for: second).path) == testBytes(800))
         await queue.close()
         try await db.close()
     }
