@@ -161,7 +161,9 @@ public actor AttachmentQueue {
             .standardizedFileURL
         self.attachmentsPath = attachmentsDirectory.path
         self.store = AttachmentStore(table: configuration.attachmentsQueueTableName)
-        self.claims = ClaimStore(scope: configuration.attachmentsQueueTableName)
+        self.claims = ClaimStore(
+            scope: configuration.attachmentsQueueTableName,
+            database: db.path.map { URL(fileURLWithPath: $0).standardizedFileURL.path } ?? "\(ObjectIdentifier(db))")
         self.files = configuration.files
         let wallClock =
             configuration.dateOverride.map(WallClock.init(date:)) ?? WallClock(following: configuration.clock)

@@ -22,6 +22,14 @@ struct ClaimStore: Sendable {
     static let table = "attachment_sync_claims"
     /// The attachments table's name, as given: the claims' scope.
     let scope: String
+    /// Which database this is, for this process's record of its saves in progress (two queues of one
+    /// process on different databases, say two devices in a test, must not vouch for each other's claims).
+    let database: String
+
+    init(scope: String, database: String = "") {
+        self.scope = scope
+        self.database = database
+    }
 
     /// A process as the claims name it: a token drawn at launch and its process id.
     struct Holder: Sendable, Hashable, CustomStringConvertible {
@@ -60,7 +68,7 @@ struct ClaimStore: Sendable {
         let startedAt: Int64
     }
 
-    /// The saves this process has in progress, by scope and name: the process's own claims are alive only
+    /// The saves this process has in progress, by database, scope and name: the process's own claims are alive only
     /// while their save runs (one that failed without ending its claim left it behind, like a dead process).
     private static let savesInProgress = LockedValue<Set<[String]>>([])
 
@@ -68,7 +76,7 @@ struct ClaimStore: Sendable {
     func noteSavesInProgress(_ names: [String], _ running: Bool) {
         Self.savesInProgress.withLock { saves in
             for name in names {
-                if running { saves.insert([scope, name]) } else { saves.remove([scope, name]) }
+                if running { saves.insert([database, scope, name]) } else { saves.remove([database, scope, name]) }
             }
         }
     }
@@ -77,7 +85,7 @@ struct ClaimStore: Sendable {
     /// process, when it no longer runs it), `nil` when this process cannot tell.
     func mayRun(_ claim: SaveClaim) -> Bool? {
         if claim.holder == Holder.current {
-            return Self.savesInProgress.withLock { $0.contains([scope, claim.name]) }
+            return Self.savesInProgress.withLock { $0.contains([database, scope, claim.name]) }
         }
         return claim.holder.isAlive
     }
