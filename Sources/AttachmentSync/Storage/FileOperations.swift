@@ -259,6 +259,19 @@ package struct SystemFileOperations: FileOperations {
         for path in paths { try synchronizeFile(atPath: path) }
     }
 
+    /// Drains the drive that holds `path` (``FlushCalls/drainDrive``, `F_FULLFSYNC` on Apple platforms): what
+    /// was `fsync`ed to that drive before, a commit SQLite flushed say, is then on stable storage. Does
+    /// nothing where the platform has no such call (Linux, whose `fsync` already waited for the device).
+    /// Best effort, for after a commit SQLite has flushed itself: a file that cannot be opened or a volume
+    /// that cannot be drained is left at that.
+    package func drainDrive(holding path: String) {
+        guard let drainDrive = flushCalls.drainDrive else { return }
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        _ = drainDrive(descriptor)
+        _ = systemClose(descriptor)
+    }
+
     package func synchronizeDirectory(atPath path: String) throws {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw Self.error(errno, "cannot open the folder to flush", path) }

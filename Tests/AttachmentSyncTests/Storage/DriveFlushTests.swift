@@ -128,6 +128,17 @@ struct DriveFlushTests {
         #expect(recorder.calls.withLock { $0 }.isEmpty, "no drain after a failed fsync")
     }
 
+    @Test("after a durable commit the drive holding the database is drained on Apple, left alone on Linux")
+    func drainAfterCommit() throws {
+        let folder = try TemporaryDirectory()
+        let paths = try threeFiles(in: folder)
+        let recorder = try Recorder(paths)
+        SystemFileOperations(flushCalls: recorder.apple).drainDrive(holding: paths[0])
+        SystemFileOperations(flushCalls: recorder.apple).drainDrive(holding: folder.path("missing"))
+        SystemFileOperations(flushCalls: recorder.linux).drainDrive(holding: paths[1])
+        #expect(recorder.calls.withLock { $0 } == [Call(name: "drain", file: "a")])
+    }
+
     @Test("Linux: a batch is one volume flush, a single file one fsync")
     func linuxBatch() throws {
         let folder = try TemporaryDirectory()
