@@ -72,7 +72,9 @@ enum MappingSafety {
     /// platform; it finds no class outside Apple's.
     static func isReadableWhileLocked(_ path: String) -> Bool {
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else { return false }
-        guard let protection = attributes[.protectionKey] as? FileProtectionType else { return true }
+        let value = attributes[.protectionKey]
+        let named = (value as? String).map { FileProtectionType(rawValue: $0) }
+        guard let protection = (value as? FileProtectionType) ?? named else { return true }
         return protection == .none || protection == .completeUntilFirstUserAuthentication
     }
 }
