@@ -29,7 +29,6 @@ struct DurableCommitTests {
     func durableCommitFlags() async throws {
         let folder = try TemporaryDirectory()
         let db = try LocalDatabase(path: folder.path("app.sqlite"), schema: Self.schema)
-        defer { try? db.close() }
         let before = try await db.writer.write { try Self.flags($0) }
         let during = try await db.durableWriteTransaction { tx in
             try tx.execute(sql: "INSERT INTO notes (id, body) VALUES ('a', 'kept')")
@@ -45,6 +44,7 @@ struct DurableCommitTests {
         #expect(after == before)
         let body = try await db.get(sql: "SELECT body FROM notes WHERE id = 'a'") { try $0.getString(name: "body") }
         #expect(body == "kept")
+        try await db.close()
     }
 
     @Test("connections of a database file opened here checkpoint with fullfsync; an adopted writer keeps its settings")
@@ -60,12 +60,12 @@ struct DurableCommitTests {
 
         let pool = try DatabasePool(path: folder.path("app.sqlite"))
         let adopted = try LocalDatabase(writer: pool, schema: Self.schema)
-        defer { try? adopted.close() }
         let own = try await pool.write { try Self.flags($0) }
         let during = try await adopted.durableWriteTransaction { tx in
             try tx.get(sql: "PRAGMA fullfsync") { try $0.getInt(name: "fullfsync") }
         }
         #expect(during == 1, "the durable commit asks for fullfsync on an adopted writer too")
         #expect(try await pool.write { try Self.flags($0) } == own)
+        try await adopted.close()
     }
 }
