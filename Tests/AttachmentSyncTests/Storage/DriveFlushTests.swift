@@ -139,6 +139,18 @@ struct DriveFlushTests {
         #expect(recorder.calls.withLock { $0 } == [Call(name: "drain", file: "a")])
     }
 
+    @Test("Linux: syncfs flushes a batch only on kernels that report write-back errors from it (5.8 and later)")
+    func syncfsNeedsLinux58() {
+        let releases = [
+            "4.14.336-257.562.amzn2.x86_64": false, "4.18.0-513.el8.x86_64": false, "5.4.0-169-generic": false,
+            "5.7.19": false, "5.8.0": true, "5.10.0-28-cloud-amd64": true, "6.1.0-18-amd64": true,
+            "6.18.44-fc-v669": true, "": false, "garbage": false,
+        ]
+        for (release, reports) in releases {
+            #expect(FlushCalls.syncfsReportsErrors(kernelRelease: release) == reports, "\(release)")
+        }
+    }
+
     @Test("Linux: a batch is one volume flush, a single file one fsync")
     func linuxBatch() throws {
         let folder = try TemporaryDirectory()
