@@ -33,6 +33,28 @@ enum Memory {
         procStatusKiB("VmRSS").map { $0 * 1024 }
     }
 
+    /// The anonymous part of the current resident set (`RssAnon`: heap, stacks, private copies) in bytes,
+    /// Linux only. File-backed pages (`RssFile`, a mapped file's) are not in it: the kernel can drop those
+    /// and read them again, and on iOS they do not count against an app's memory limit.
+    static func currentAnonymousBytes() -> Int64? {
+        procStatusKiB("RssAnon").map { $0 * 1024 }
+    }
+
+    /// The file-backed part of the current resident set (`RssFile`: mapped files, the executable and its
+    /// libraries) in bytes, Linux only.
+    static func currentFileBackedBytes() -> Int64? {
+        procStatusKiB("RssFile").map { $0 * 1024 }
+    }
+
+    /// Starts this process's peak resident set size (`VmHWM`) over from its current size (`5` written to
+    /// `/proc/self/clear_refs`, Linux 4.0 and later). Returns whether it could.
+    @discardableResult
+    static func resetPeakResidentBytes() -> Bool {
+        guard let handle = FileHandle(forWritingAtPath: "/proc/self/clear_refs") else { return false }
+        defer { try? handle.close() }
+        return (try? handle.write(contentsOf: Data("5".utf8))) != nil
+    }
+
     /// A `kB` field of `/proc/self/status`, or `nil` when there is no such file or field.
     private static func procStatusKiB(_ field: String) -> Int64? {
         guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }

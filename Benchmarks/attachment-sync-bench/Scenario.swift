@@ -115,6 +115,11 @@ struct Scenario: Sendable {
             summary: "a watch emission with one change, reconciled, at 10k and 100k items (target < 100 ms)",
             run: WatchReconcileScenario.run),
         Scenario(
+            name: "P16",
+            summary: "peak memory of 4 × 200 MB uploads at once through a three-method adapter vs reading each "
+                + "file (target < 64 MiB anonymous)",
+            run: MappedUploadsScenario.run),
+        Scenario(
             name: "P3",
             summary: "peak RSS of a 1 GiB file saved, uploaded, evicted, downloaded (target < 64 MiB)",
             run: LargeFileScenario.run),

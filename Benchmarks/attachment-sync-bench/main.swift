@@ -8,6 +8,9 @@ if arguments.first == LargeFileChild.command {
 if arguments.first == S3BigFileChild.command {
     exit(await S3BigFileChild.main(Array(arguments.dropFirst())))
 }
+if arguments.first == MappedUploadsChild.command {
+    exit(await MappedUploadsChild.main(Array(arguments.dropFirst())))
+}
 
 let options: Options
 do {

@@ -271,7 +271,11 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
             }
             return
         }
-        storedFiles[Key(attachment.filename)] = data
+        // A copy of the bytes the remote owns, as a server's would be: the `Data` may be a mapping of the
+        // local file (the default `uploadFile(fileURL:…)`), which must not change what the remote holds.
+        storedFiles[Key(attachment.filename)] = data.withUnsafeBytes { bytes in
+            bytes.baseAddress.map { Data(bytes: $0, count: bytes.count) } ?? Data()
+        }
         storedHashes[Key(attachment.filename)] = attachment.contentHash
     }
 

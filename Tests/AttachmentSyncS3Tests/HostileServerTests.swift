@@ -375,7 +375,7 @@ struct HostileServerTests {
                 ) { _ in }
             }
             // The watchdog is already measuring while the stored hash is asked for.
-            try await withDeadline(seconds: 10, "the watchdog to sleep") { await clock.waitForSleepers(count: 1) }
+            try await withDeadline("the watchdog to sleep") { await clock.waitForSleepers(count: 1) }
             await clock.advance(by: .seconds(30))
             let outcome = try await withDeadline("the stalled request to be stopped") { await download.result }
             guard case .failure(let error as AttachmentError) = outcome else {

@@ -58,16 +58,22 @@ public protocol RemoteStorageAdapter: Sendable {
 
     /// Uploads the file at `fileURL` as the attachment's file, streaming it, and reports progress.
     ///
-    /// The queue always calls this form. The default implementation reads the file into memory and calls
-    /// ``uploadFile(data:attachment:)``, so adapters written for the `Data` API keep working; implement it
-    /// to upload files of any size with bounded memory.
+    /// The queue always calls this form. The default implementation calls ``uploadFile(data:attachment:)``
+    /// with the whole file, so adapters written for the `Data` API keep working. For a file of the queue's
+    /// own larger than 1 MiB, that `Data` is a read-only mapping of the file, not a copy in memory: its
+    /// pages are the file's, which the system can drop and read again, so four uploads of 200 MB at once do
+    /// not hold 800 MB of the app's memory (on iOS such pages do not count against an app extension's
+    /// limit), as long as the adapter does not copy the bytes itself (into an `Array`, say). Other files are
+    /// read into memory. Implement this method to upload files of any size with bounded memory, progress,
+    /// and no mapping at all.
     func uploadFile(fileURL: URL, attachment: Attachment, progress: @escaping TransferProgressHandler) async throws
 
     /// Downloads the attachment's file to `destination` (created or replaced), streaming it, and reports
     /// progress.
     ///
     /// The queue always calls this form, with a temporary destination it verifies before moving the file
-    /// into place. The default implementation calls ``downloadFile(attachment:)`` and writes the data.
+    /// into place. The default implementation calls ``downloadFile(attachment:)`` and writes the data
+    /// (straight from the `Data`, not flushed: the queue flushes the file before it relies on it).
     func downloadFile(attachment: Attachment, to destination: URL, progress: @escaping TransferProgressHandler)
         async throws
 
@@ -149,11 +155,12 @@ public struct RemoteObjectInfo: Sendable, Hashable {
 }
 
 extension RemoteStorageAdapter {
-    /// Reads the file and calls ``uploadFile(data:attachment:)``.
+    /// Calls ``uploadFile(data:attachment:)`` with the file's content: a read-only mapping of it for a file
+    /// of the queue's own above 1 MiB, else the file read into memory.
     public func uploadFile(
         fileURL: URL, attachment: Attachment, progress: @escaping TransferProgressHandler
     ) async throws {
-        let data = try fileSystem(path: fileURL.path) { try Data(contentsOf: fileURL) }
+        let data = try MappedFile.contents(of: fileURL)
         progress(TransferProgress(completedBytes: 0, totalBytes: Int64(data.count)))
         try await uploadFile(data: data, attachment: attachment)
         progress(TransferProgress(completedBytes: Int64(data.count), totalBytes: Int64(data.count)))
@@ -194,16 +201,14 @@ extension RemoteStorageAdapter {
     /// Does nothing: the adapter keeps no partial uploads.
     public func discardPartialUpload(attachment: Attachment) async throws {}
 
-    /// Calls ``downloadFile(attachment:)`` and writes the data to `destination`.
+    /// Calls ``downloadFile(attachment:)`` and writes the data to `destination`, unflushed.
     public func downloadFile(
         attachment: Attachment, to destination: URL, progress: @escaping TransferProgressHandler
     ) async throws {
         let data = try await downloadFile(attachment: attachment)
-        try fileSystem(path: destination.path) {
-            try FileManager.default.createDirectory(
-                at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
-            try data.write(to: destination)
-        }
+        let files = SystemFileOperations()
+        try files.makeDirectory(atPath: destination.deletingLastPathComponent().path)
+        try files.write(data, toPath: destination.path, flushing: false)
         progress(TransferProgress(completedBytes: Int64(data.count), totalBytes: Int64(data.count)))
     }
 }

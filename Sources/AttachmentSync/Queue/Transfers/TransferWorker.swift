@@ -97,9 +97,13 @@ struct TransferWorker: Sendable {
                 }
             }
             progress.begin(id, direction: .upload, totalBytes: size)
-            try await BandwidthThrottle.$current.withValue(throttles.upload) {
-                try await remote.uploadFile(fileURL: url, attachment: attachment) {
-                    progress.report(id, $0)
+            // The file is one of the queue's, never changed in place: the default `uploadFile(fileURL:…)` may
+            // map it rather than read it into memory (see MappedFile).
+            try await MappedFile.$immutableFile.withValue(url.path) {
+                try await BandwidthThrottle.$current.withValue(throttles.upload) {
+                    try await remote.uploadFile(fileURL: url, attachment: attachment) {
+                        progress.report(id, $0)
+                    }
                 }
             }
         } else {
