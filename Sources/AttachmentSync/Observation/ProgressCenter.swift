@@ -101,6 +101,21 @@ final class ProgressCenter: Sendable {
     /// The network's conditions as last reported, or `nil` without a source.
     var networkConditions: NetworkConditions? { network.withLock { $0 } }
 
+    /// Whether the local files are out of reach (see ``QueueStatus/isPausedForLocalFiles``).
+    private let localFilesOutOfReach = LockedValue(false)
+
+    /// The local files went out of reach (`true`) or came back; the status stream sends a snapshot.
+    func noteLocalFiles(outOfReach: Bool) {
+        let changed = localFilesOutOfReach.withLock { current -> Bool in
+            defer { current = outOfReach }
+            return current != outOfReach
+        }
+        if changed { changes.send(()) }
+    }
+
+    /// Whether the local files were out of reach at the last transfer that tried them.
+    var isPausedForLocalFiles: Bool { localFilesOutOfReach.withLock { $0 } }
+
     func snapshot() -> (transfers: [AttachmentProgress], bytesTransferred: Int64) {
         state.withLock { state in
             (

@@ -99,6 +99,13 @@ public struct QueueStatus: Sendable {
     public var network: NetworkConditions? = nil
     /// Whether transfers are paused because the network is unreachable.
     public var isPausedForNetwork: Bool { network?.isReachable == false }
+    /// Whether transfers are paused because the local files are out of reach: a transfer could not read
+    /// (or write) its file in the attachments directory for another reason than "no such file", as while an
+    /// iPhone is locked and the files' Data Protection class makes them unreadable. Like an offline queue,
+    /// a paused one starts nothing and spends no attempt; it tries one transfer at each trigger (a save,
+    /// ``AttachmentQueue/syncNow()``, the periodic pass, the device's unlock on iOS) and goes on as soon as
+    /// one reaches its files. ``waitingForLocalFiles`` lists the transfers waiting.
+    public var isPausedForLocalFiles: Bool = false
     /// Attachments waiting for a retry, soonest first.
     public var waitingForRetry: [Retry]
     /// The downloads among ``waitingForRetry`` whose remote file does not exist yet: the devices that saved
@@ -298,6 +305,7 @@ extension AttachmentQueue {
         return QueueStatus(
             states: states, localContentBytes: local, transfers: transfers, bytesTransferred: bytes,
             throttledConcurrency: progress?.loweredConcurrency, network: progress?.networkConditions,
+            isPausedForLocalFiles: progress?.isPausedForLocalFiles ?? false,
             waitingForRetry: retries.sorted {
                 ($0.nextAttemptAt, $0.attachmentId) < ($1.nextAttemptAt, $1.attachmentId)
             },

@@ -73,6 +73,8 @@ public actor AttachmentQueue {
     let networkNow: LockedValue<NetworkConditions>
     /// Follows ``Configuration/networkConditions`` from startup until ``close()``.
     var networkFollower: Task<Void, Never>?
+    /// Follows the device's unlocks (``ProtectedData``), where the system tells of them, until ``close()``.
+    var unlockFollower: Task<Void, Never>?
     /// What happens to attachments, for ``events``: it keeps the newest 10,000 events a reader has not taken.
     let eventCenter = Broadcaster<AttachmentEvent>(bufferingPolicy: .bufferingNewest(10_000))
 
@@ -273,6 +275,7 @@ public actor AttachmentQueue {
     /// a queue of this process on the same table takes it back at once).
     deinit {
         networkFollower?.cancel()
+        unlockFollower?.cancel()
     }
 
     // MARK: - Lifecycle
@@ -398,6 +401,8 @@ public actor AttachmentQueue {
         if let backgroundFileCheck { _ = await backgroundFileCheck.result }
         networkFollower?.cancel()
         await networkFollower?.value
+        unlockFollower?.cancel()
+        await unlockFollower?.value
         await stopSync()
         let (running, resume) = machine.closeTransfers()
         for task in running { task.cancel() }

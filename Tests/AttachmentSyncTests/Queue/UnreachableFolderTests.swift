@@ -166,6 +166,46 @@ struct UnreachableFolderTests {
         }
     }
 
+    @Test("files out of reach pause the queue like an offline one: one try per trigger, then all go once it works")
+    func outOfReachPausesTheQueue() async throws {
+        let (device, access) = try device { $0.maxConcurrentTransfers = 1 }
+        let remote = try device.memoryRemote
+        let photos = try await device.queue.saveFiles(
+            (0..<4).map { AttachmentQueue.NewFile(data: testBytes(200 + $0), mediaType: nil, fileExtension: "jpg") }
+        ) { _, _ in }
+        // The device locks: protected files cannot be read.
+        access.deny(true)
+        try await device.queue.syncNow()
+        #expect(try await tried(photos, device) == [photos[0].id], "after one could not reach its file, none")
+        let paused = try #require(await device.queue.status.first { _ in true })
+        #expect(paused.isPausedForLocalFiles)
+        #expect(paused.givenUp.isEmpty)
+
+        // Each trigger tries one more, to find out whether the files are back.
+        try await device.queue.syncNow()
+        #expect(try await tried(photos, device) == [photos[0].id, photos[1].id])
+
+        // Unlocked: the next try works, and everything goes at once, the waiting ones too.
+        access.deny(false)
+        try await device.queue.syncNow()
+        for (index, photo) in photos.enumerated() {
+            try await device.waitForState(photo.id, .synced)
+            #expect(await remote.file(named: photo.filename) == testBytes(200 + index))
+        }
+        let resumed = try #require(await device.queue.status.first { !$0.isPausedForLocalFiles })
+        #expect(resumed.waitingForLocalFiles.isEmpty)
+    }
+
+    /// The ids among `photos` whose transfer has tried and failed to reach its file, in their order.
+    func tried(_ photos: [AttachmentSync.Attachment], _ device: QueueHarness) async throws -> [String] {
+        let store = AttachmentStore(table: "attachments")
+        let records = try await device.db.readTransaction { tx in try store.records(ids: Set(photos.map(\.id)), in: tx)
+        }
+        let waiting = Set(records.filter { ($0.localUnavailable ?? 0) > 0 }.map(\.id))
+        #expect(records.allSatisfy { $0.attempts == 0 && $0.givenUp == nil })
+        return photos.map(\.id).filter(waiting.contains)
+    }
+
     @Test("a folder out of reach at startup fails the startup, changes nothing, and the next call succeeds")
     func startupWaits() async throws {
         let (device, access) = try device()

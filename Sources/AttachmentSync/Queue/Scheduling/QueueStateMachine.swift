@@ -141,6 +141,9 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
     private(set) var operationsInProgress = 0
     /// A transfer could not reach the local files and none has completed since.
     private(set) var waitingForLocalFiles = false
+    /// While ``waitingForLocalFiles``: a transfer started since the last pass began, to find out whether the
+    /// files are back (see ``slotCount``).
+    private var localFilesProbed = false
     private var operationWaiters: [Waiter] = []
     /// The ids of the previous emission of the watch, once reconciled (see `AttachmentQueue.reconcile`).
     private var reconciledWatch: [String]?
@@ -304,6 +307,16 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
     /// A triggered pass begins: transfers that failed or were interrupted become eligible again.
     mutating func passStarted() {
         skippedUntilTrigger.removeAll()
+        localFilesProbed = false
+    }
+
+    /// How many background transfers may run now: the concurrency limit; while the local files are out of
+    /// reach (a locked device's protected files, an unreadable folder), one per pass, which finds out
+    /// whether they are back, and none beside those already in flight: the queue is paused like an offline
+    /// one, without a source to say when it may go on.
+    var slotCount: Int {
+        guard waitingForLocalFiles else { return maxConcurrentTransfers }
+        return localFilesProbed ? 0 : 1
     }
 
     /// Ids made eligible again by `retry`: not held back by an earlier failure, and looked at by the next
@@ -318,7 +331,7 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
     /// Asks for a read of the queued records, or `nil` when no transfer may start now (sync off, or every
     /// slot taken). The read counts as in flight until handed back.
     mutating func readQueued() -> Read? {
-        guard mayStartTransfers, transfers.count < maxConcurrentTransfers else { return nil }
+        guard mayStartTransfers, transfers.count < slotCount else { return nil }
         return beginRead()
     }
 
@@ -359,7 +372,7 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
             }
             fresh = raisedRecords + fresh.filter { !raised.contains($0.id) }
         }
-        if mayStartTransfers {
+        if mayStartTransfers, transfers.count < slotCount {
             let network = network
             var requirements: [String: NetworkRequirement] = [:]
             let allowed = fresh.filter { record in
@@ -367,7 +380,7 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
                 requirements[record.id] = needed
                 return needed.isMet(by: network)
             }
-            let selected = TransferScheduler(maxConcurrentTransfers: maxConcurrentTransfers).select(
+            let selected = TransferScheduler(maxConcurrentTransfers: slotCount).select(
                 queued: allowed, busy: Set(transfers.keys).union(reserved), inFlight: transfers.count,
                 skipped: skippedUntilTrigger, now: now)
             for record in selected {
@@ -378,9 +391,10 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
                     requirement: requirements[record.id] ?? .any, order: startCount)
             }
             outcome.start = selected
+            if waitingForLocalFiles, !selected.isEmpty { localFilesProbed = true }
         }
         if let earliestRetry { outcome.wake = scheduleWake(at: earliestRetry, now: now) }
-        if fresh.count < records.count, mayStartTransfers, transfers.count < maxConcurrentTransfers {
+        if fresh.count < records.count, mayStartTransfers, transfers.count < slotCount {
             outcome.readAgain = beginRead()
         }
         endRead()
@@ -492,11 +506,9 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
         transfers[id]?.handle
     }
 
-    /// A transfer of `id` that ran in `state` ended. A failed one waits for the next trigger, as does one
-    /// interrupted while sync is off; the queue asks for a fresh read to fill the slot (while transfers may
-    /// start), counted as in flight from now, so a `syncNow` cannot see the queue idle before it.
     /// A transfer could not reach the local files (``AttachmentColumn/localUnavailable``).
     mutating func noteLocalFilesOutOfReach() {
+        if !waitingForLocalFiles { localFilesProbed = true }
         waitingForLocalFiles = true
     }
 
@@ -507,6 +519,9 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
         return waitingForLocalFiles
     }
 
+    /// A transfer of `id` that ran in `state` ended. A failed one waits for the next trigger, as does one
+    /// interrupted while sync is off; the queue asks for a fresh read to fill the slot (while transfers may
+    /// start), counted as in flight from now, so a `syncNow` cannot see the queue idle before it.
     mutating func transferFinished(_ id: String, state: AttachmentState, _ finish: Finish) -> FinishOutcome {
         let transfer = transfers.removeValue(forKey: id)
         if finish != .cancelled { raised.remove(id) }

@@ -68,11 +68,15 @@ extension AttachmentQueue {
         case .willRetry(let error, _, _):
             finish = AdaptiveConcurrency.isOverload(error) ? .refused : .willRetry
         case .waiting(_, let reason, _, _):
-            if reason == .localFiles { machine.noteLocalFilesOutOfReach() }
+            if reason == .localFiles {
+                machine.noteLocalFilesOutOfReach()
+                progressCenter.noteLocalFiles(outOfReach: true)
+            }
             finish = .willRetry
         case .completed, .superseded, .archived, .failedOnRequest: finish = .done
         }
         if case .completed = outcome, machine.noteLocalFilesReached() {
+            progressCenter.noteLocalFiles(outOfReach: false)
             await restartLocalFileWaits()
         }
         let next = machine.transferFinished(record.id, state: record.state, finish)

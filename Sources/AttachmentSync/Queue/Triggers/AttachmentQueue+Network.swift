@@ -1,6 +1,16 @@
 extension AttachmentQueue {
-    /// Starts following ``Configuration/networkConditions``, once (at startup), until ``close()``.
+    /// Starts following ``Configuration/networkConditions``, and where the system tells of it the device's
+    /// unlocks (``ProtectedData``), once (at startup), until ``close()``.
     func startFollowingNetwork() {
+        if unlockFollower == nil, let unlocks = ProtectedData.unlocks() {
+            // The device was unlocked: transfers that could not read their files try again at once.
+            unlockFollower = Task { [weak self] in
+                for await _ in unlocks {
+                    guard let self else { return }
+                    await self.restartLocalFileWaits()
+                }
+            }
+        }
         guard networkFollower == nil, let source = configuration.networkConditions else { return }
         networkFollower = Task { [weak self] in
             for await conditions in source.updates() {
