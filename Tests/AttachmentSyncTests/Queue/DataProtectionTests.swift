@@ -7,7 +7,7 @@ import Testing
 
 /// The real file system, with a log of the attributes set on each path (Data Protection class, backup
 /// exclusion). On Linux setting them changes nothing on disk, so the log is what shows the queue asked.
-final class AttributeLoggingDisk: FileOperations, Sendable {
+final class AttributeLoggingDisk: ForwardingDisk, Sendable {
     let base = SystemFileOperations()
     let log = LockedValue<[(path: String, attributes: LocalFileAttributes)]>([])
 
@@ -27,20 +27,6 @@ final class AttributeLoggingDisk: FileOperations, Sendable {
         try base.setAttributes(attributes, atPath: path)
     }
 
-    func info(atPath path: String) throws -> FileInfo? { try base.info(atPath: path) }
-    func infoFollowingLinks(atPath path: String) throws -> FileInfo? { try base.infoFollowingLinks(atPath: path) }
-    func contentsOfDirectory(atPath path: String) throws -> [String] { try base.contentsOfDirectory(atPath: path) }
-    func openForReading(atPath path: String) throws -> FileHandle { try base.openForReading(atPath: path) }
-    func openForWriting(atPath path: String, at offset: Int64?) throws -> any FileWriter {
-        try base.openForWriting(atPath: path, at: offset)
-    }
-    func rename(_ source: String, to target: String) throws { try base.rename(source, to: target) }
-    func link(_ source: String, to target: String) throws { try base.link(source, to: target) }
-    func removeFile(atPath path: String) throws { try base.removeFile(atPath: path) }
-    func removeTree(atPath path: String) throws { try base.removeTree(atPath: path) }
-    func makeDirectory(atPath path: String) throws { try base.makeDirectory(atPath: path) }
-    func synchronizeFile(atPath path: String) throws { try base.synchronizeFile(atPath: path) }
-    func synchronizeDirectory(atPath path: String) throws { try base.synchronizeDirectory(atPath: path) }
     func synchronizeFiles(atPaths paths: [String]) throws { try base.synchronizeFiles(atPaths: paths) }
 }
 

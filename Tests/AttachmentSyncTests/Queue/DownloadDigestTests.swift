@@ -6,7 +6,7 @@ import Testing
 @testable import AttachmentSync
 
 /// The real file system, with a log of the files opened for reading and of every flush.
-final class LoggingDisk: FileOperations, Sendable {
+final class LoggingDisk: ForwardingDisk, Sendable {
     let base = SystemFileOperations()
     let log = LockedValue<[String]>([])
 
@@ -32,9 +32,6 @@ final class LoggingDisk: FileOperations, Sendable {
         log.withLock { $0 }.filter { $0.contains(folder + "/") }
     }
 
-    func info(atPath path: String) throws -> FileInfo? { try base.info(atPath: path) }
-    func infoFollowingLinks(atPath path: String) throws -> FileInfo? { try base.infoFollowingLinks(atPath: path) }
-    func contentsOfDirectory(atPath path: String) throws -> [String] { try base.contentsOfDirectory(atPath: path) }
     func openForReading(atPath path: String) throws -> FileHandle {
         note("read \(path)")
         return try base.openForReading(atPath: path)
@@ -42,16 +39,10 @@ final class LoggingDisk: FileOperations, Sendable {
     func openForWriting(atPath path: String, at offset: Int64?) throws -> any FileWriter {
         Writer(try base.openForWriting(atPath: path, at: offset), path: path, disk: self)
     }
-    func rename(_ source: String, to target: String) throws { try base.rename(source, to: target) }
-    func link(_ source: String, to target: String) throws { try base.link(source, to: target) }
-    func removeFile(atPath path: String) throws { try base.removeFile(atPath: path) }
-    func removeTree(atPath path: String) throws { try base.removeTree(atPath: path) }
-    func makeDirectory(atPath path: String) throws { try base.makeDirectory(atPath: path) }
     func synchronizeFile(atPath path: String) throws {
         note("flush \(path)")
         try base.synchronizeFile(atPath: path)
     }
-    func synchronizeDirectory(atPath path: String) throws { try base.synchronizeDirectory(atPath: path) }
     func synchronizeFiles(atPaths paths: [String]) throws {
         for path in paths { note("flush \(path)") }
         try base.synchronizeFiles(atPaths: paths)

@@ -120,24 +120,10 @@ struct LeaseTests {
 }
 
 /// A file operations layer that runs `onFlush` with the paths of each batch flush, before flushing them.
-struct FlushHookDisk: FileOperations {
+struct FlushHookDisk: ForwardingDisk {
     let base = SystemFileOperations()
     let onFlush: @Sendable ([String]) throws -> Void
 
-    func info(atPath path: String) throws -> FileInfo? { try base.info(atPath: path) }
-    func infoFollowingLinks(atPath path: String) throws -> FileInfo? { try base.infoFollowingLinks(atPath: path) }
-    func contentsOfDirectory(atPath path: String) throws -> [String] { try base.contentsOfDirectory(atPath: path) }
-    func openForReading(atPath path: String) throws -> FileHandle { try base.openForReading(atPath: path) }
-    func openForWriting(atPath path: String, at offset: Int64?) throws -> any FileWriter {
-        try base.openForWriting(atPath: path, at: offset)
-    }
-    func rename(_ source: String, to target: String) throws { try base.rename(source, to: target) }
-    func link(_ source: String, to target: String) throws { try base.link(source, to: target) }
-    func removeFile(atPath path: String) throws { try base.removeFile(atPath: path) }
-    func removeTree(atPath path: String) throws { try base.removeTree(atPath: path) }
-    func makeDirectory(atPath path: String) throws { try base.makeDirectory(atPath: path) }
-    func synchronizeFile(atPath path: String) throws { try base.synchronizeFile(atPath: path) }
-    func synchronizeDirectory(atPath path: String) throws { try base.synchronizeDirectory(atPath: path) }
     func synchronizeFiles(atPaths paths: [String]) throws {
         try onFlush(paths)
         try base.synchronizeFiles(atPaths: paths)

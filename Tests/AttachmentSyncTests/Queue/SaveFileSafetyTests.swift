@@ -5,7 +5,7 @@ import Testing
 @testable import AttachmentSync
 
 /// A file operations layer whose flushes fail, as on a disk that reports an I/O error.
-struct FlushFailingDisk: FileOperations {
+struct FlushFailingDisk: ForwardingDisk {
     let base = SystemFileOperations()
 
     static var failure: AttachmentError {
@@ -20,18 +20,9 @@ struct FlushFailingDisk: FileOperations {
         func close() { base.close() }
     }
 
-    func info(atPath path: String) throws -> FileInfo? { try base.info(atPath: path) }
-    func infoFollowingLinks(atPath path: String) throws -> FileInfo? { try base.infoFollowingLinks(atPath: path) }
-    func contentsOfDirectory(atPath path: String) throws -> [String] { try base.contentsOfDirectory(atPath: path) }
-    func openForReading(atPath path: String) throws -> FileHandle { try base.openForReading(atPath: path) }
     func openForWriting(atPath path: String, at offset: Int64?) throws -> any FileWriter {
         Writer(try base.openForWriting(atPath: path, at: offset))
     }
-    func rename(_ source: String, to target: String) throws { try base.rename(source, to: target) }
-    func link(_ source: String, to target: String) throws { try base.link(source, to: target) }
-    func removeFile(atPath path: String) throws { try base.removeFile(atPath: path) }
-    func removeTree(atPath path: String) throws { try base.removeTree(atPath: path) }
-    func makeDirectory(atPath path: String) throws { try base.makeDirectory(atPath: path) }
     func synchronizeFile(atPath path: String) throws { throw Self.failure }
     func synchronizeDirectory(atPath path: String) throws { throw Self.failure }
 }

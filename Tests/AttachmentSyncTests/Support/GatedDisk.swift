@@ -6,7 +6,7 @@ import Foundation
 /// The system's file operations, except that the first call at one point (a listing of one folder, or a
 /// flush of several files at once) waits until the test opens the gate; it also logs how many files each
 /// flush of several covered.
-final class GatedDisk: FileOperations, Sendable {
+final class GatedDisk: ForwardingDisk, Sendable {
     /// Where the disk waits.
     enum Point: Sendable {
         case firstListing(of: String)
@@ -36,23 +36,10 @@ final class GatedDisk: FileOperations, Sendable {
         if gate.wait(timeout: .now() + 20) == .timedOut { throw HarnessError("the gate never opened") }
     }
 
-    func info(atPath path: String) throws -> FileInfo? { try base.info(atPath: path) }
-    func infoFollowingLinks(atPath path: String) throws -> FileInfo? { try base.infoFollowingLinks(atPath: path) }
     func contentsOfDirectory(atPath path: String) throws -> [String] {
         if case .firstListing(let folder) = point, path == folder { try holdOnce() }
         return try base.contentsOfDirectory(atPath: path)
     }
-    func openForReading(atPath path: String) throws -> FileHandle { try base.openForReading(atPath: path) }
-    func openForWriting(atPath path: String, at offset: Int64?) throws -> any FileWriter {
-        try base.openForWriting(atPath: path, at: offset)
-    }
-    func rename(_ source: String, to target: String) throws { try base.rename(source, to: target) }
-    func link(_ source: String, to target: String) throws { try base.link(source, to: target) }
-    func removeFile(atPath path: String) throws { try base.removeFile(atPath: path) }
-    func removeTree(atPath path: String) throws { try base.removeTree(atPath: path) }
-    func makeDirectory(atPath path: String) throws { try base.makeDirectory(atPath: path) }
-    func synchronizeFile(atPath path: String) throws { try base.synchronizeFile(atPath: path) }
-    func synchronizeDirectory(atPath path: String) throws { try base.synchronizeDirectory(atPath: path) }
     func synchronizeFiles(atPaths paths: [String]) throws {
         groups.withLock { $0.append(paths.count) }
         if case .firstFlushOfFiles = point { try holdOnce() }
