@@ -4,7 +4,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 
-/// Turns HTTP failures into ``AttachmentError`` values with the right code, for both adapters.
+/// Turns HTTP failures into `AttachmentError` values with the right code, for both adapters.
 ///
 /// Messages name the service, the operation, the object and what the server said; they never contain
 /// request headers, signatures, credentials or presigned URLs.

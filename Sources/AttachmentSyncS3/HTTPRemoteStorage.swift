@@ -14,7 +14,7 @@ import NIOHTTP1
 ///   refreshed by your closure.
 /// - Files stream both ways in small chunks with progress; downloads resume with a ranged GET
 ///   (``supportsRangedDownloads`` is `true`; a server that ignores `Range` gets the whole file read again).
-/// - `DELETE` of a missing file (404 or 410) succeeds. Failures are ``AttachmentSync/AttachmentError``s:
+/// - `DELETE` of a missing file (404 or 410) succeeds. Failures are `AttachmentError`s:
 ///   404 is `remoteNotFound`, 401 and 403 `accessDenied`, 408, 429 and 5xx `remoteUnavailable` (with the
 ///   server's `Retry-After`), connection failures and timeouts `remoteUnavailable`, anything else
 ///   `remoteFailure`; the underlying error is a ``RemoteHTTPError``. Header values are never logged or put
@@ -43,7 +43,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
         /// you pass in. The default is 10 seconds.
         public var connectTimeout: Duration = .seconds(10)
         /// How long a request may go without sending or receiving a byte before it fails with
-        /// ``AttachmentSync/AttachmentError/Code-swift.struct/remoteUnavailable``. Applies to the client the
+        /// `AttachmentError.Code.remoteUnavailable`. Applies to the client the
         /// adapter creates, not to one you pass in. The default is 60 seconds.
         public var requestTimeout: Duration = .seconds(60)
         /// Whether each file's SHA-256 is kept on the server beside it, in a small companion file named
@@ -54,13 +54,13 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
         public var storesContentHashes: Bool = true
         /// Whether uploads are create-only: before each upload the adapter looks for a file under the name
         /// (`HEAD`, then its stored SHA-256); one stored with the same SHA-256 is success without sending the
-        /// file again, any other is ``AttachmentSync/AttachmentError/Code-swift.struct/conflict`` and is not
+        /// file again, any other is `AttachmentError.Code.conflict` and is not
         /// replaced. Plain WebDAV servers (nginx) ignore `If-None-Match` on `PUT`, so two devices creating one
         /// name at the same moment can still both write. Needs ``storesContentHashes``; without it uploads
         /// replace. The default is `true`.
         public var createOnly: Bool = true
         /// The slowest an upload or download may move before it is stopped with
-        /// ``AttachmentSync/AttachmentError/Code-swift.struct/remoteUnavailable`` and left for the queue to try
+        /// `AttachmentError.Code.remoteUnavailable` and left for the queue to try
         /// again, so a server that trickles bytes cannot hold it for ever; `nil` lets transfers take any time.
         /// See ``MinimumTransferRate``. The default is ``MinimumTransferRate/default``: 16 KiB in every 30
         /// seconds.
@@ -145,7 +145,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
     ///   - httpClient: The client to send requests with, which stays yours to shut down, or `nil` to have the
     ///     adapter create one (redirects off, the configured timeouts, up to 16 connections to the server) that
     ///     ``shutdown()`` shuts down. The default is `nil`.
-    /// - Throws: ``AttachmentSync/AttachmentError`` with code `invalidConfiguration` for a base URL that is
+    /// - Throws: `AttachmentError` with code `invalidConfiguration` for a base URL that is
     ///   not http(s) or has a query, or a timeout that is not positive.
     public init(configuration: Configuration, httpClient: HTTPClient? = nil) throws {
         try configuration.validate()
@@ -224,7 +224,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
 
     /// Uploads `data` with one `PUT` (after its SHA-256, when ``Configuration/storesContentHashes``).
     ///
-    /// - Throws: `integrityMismatch` when the attachment's ``AttachmentSync/Attachment/contentHash`` says its
+    /// - Throws: `integrityMismatch` when the attachment's `Attachment.contentHash` says its
     ///   content is other bytes.
     public func uploadFile(data: Data, attachment: Attachment) async throws {
         _ = try url(for: attachment)
@@ -265,7 +265,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
     }
 
     /// Uploads the file with one `PUT`, streaming it in chunks (after the attachment's SHA-256, when
-    /// ``Configuration/storesContentHashes``: its ``AttachmentSync/Attachment/contentHash``, or the file's
+    /// ``Configuration/storesContentHashes``: its `Attachment.contentHash`, or the file's
     /// when it has none); progress counts bytes handed to the network.
     public func uploadFile(
         fileURL: URL, attachment: Attachment, progress: @escaping TransferProgressHandler
@@ -337,7 +337,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
     /// From an `offset` above 0, the rest is fetched with a ranged GET conditional on the file's `ETag` (or
     /// `Last-Modified` date), kept beside `destination` since the first bytes came: when the file changed
     /// meanwhile, or nothing proves it did not, the download starts over from byte 0 instead of splicing two
-    /// versions. A file whose size is not the attachment's known ``AttachmentSync/Attachment/size`` is refused
+    /// versions. A file whose size is not the attachment's known `Attachment.size` is refused
     /// with `integrityMismatch` before its body is read.
     public func downloadFile(
         attachment: Attachment, into destination: URL, from offset: Int64,

@@ -73,7 +73,7 @@ struct HTTPTransport: Sendable {
     }
 
     /// Sends `request`; returns the response when `accepts` its status, and otherwise throws the classified
-    /// ``AttachmentError`` (reading at most 64 KiB of the error body for its code and message).
+    /// `AttachmentError` (reading at most 64 KiB of the error body for its code and message).
     func send(
         _ request: HTTPClientRequest, event: RequestEvent, attachmentId: String?,
         accepts: (HTTPResponseStatus) -> Bool = { (200..<300).contains($0.code) }

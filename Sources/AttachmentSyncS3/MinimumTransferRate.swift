@@ -6,7 +6,7 @@ import AttachmentSync
 /// slot for it, for as long as it likes: the request timeout only fires when nothing at all arrives. The
 /// adapters measure each object transfer (an upload's body sent, a download's body received, and the wait
 /// for the response in between) in consecutive windows; a window that moves fewer than ``bytes`` stops the
-/// transfer with ``AttachmentSync/AttachmentError/Code-swift.struct/remoteUnavailable``, which the queue
+/// transfer with `AttachmentError.Code.remoteUnavailable`, which the queue
 /// retries later with backoff (a download resumes where it stopped, a multipart upload with its missing
 /// parts). So a transfer of `n` bytes can take at most about `n / bytes` windows, whatever the server does.
 ///

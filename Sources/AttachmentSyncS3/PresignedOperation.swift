@@ -45,7 +45,7 @@ public struct PresignedOperation: Sendable, Hashable, Codable, CustomStringConve
 
     /// What the request does.
     public var kind: Kind
-    /// The attachment's ``AttachmentSync/Attachment/filename``. The backend decides the object key it maps to
+    /// The attachment's `Attachment.filename`. The backend decides the object key it maps to
     /// (its prefix for this user, say); the device never names a key.
     public var filename: String
     /// The body's exact length in bytes, for ``Kind/put`` and ``Kind/uploadPart``.

@@ -15,7 +15,7 @@ import Logging
 /// Everything else is ``S3RemoteStorage``'s: files stream both ways with bounded memory, large files upload in
 /// resumable parts (every part authorised on its own), downloads resume with ranged reads, every object keeps
 /// its SHA-256 for later downloads to check, uploads are create-only (a different object under the name is a
-/// ``AttachmentSync/AttachmentError/Code-swift.struct/conflict``, never replaced) and failures carry the
+/// `AttachmentError.Code.conflict`, never replaced) and failures carry the
 /// same error codes.
 ///
 /// - Authorisations are reused for an equal operation until ``Configuration/renewalMargin`` before they

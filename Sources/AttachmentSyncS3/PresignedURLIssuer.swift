@@ -31,7 +31,7 @@ import Foundation
 /// - **Integrity**: the `Content-MD5` and the SHA-256 the device declares are signed, so the server checks
 ///   the body against the MD5 and stores that SHA-256 for every download to check.
 ///
-/// Refusals throw ``AttachmentSync/AttachmentError`` (`accessDenied` or `invalidName`, naming the offending
+/// Refusals throw `AttachmentError` (`accessDenied` or `invalidName`, naming the offending
 /// value): answer them with HTTP 403 and have the device's closure throw ``PresignedRemoteStorage/Denied``.
 ///
 /// ```swift

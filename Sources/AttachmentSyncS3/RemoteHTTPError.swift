@@ -1,7 +1,7 @@
 import AttachmentSync
 
 /// The HTTP response behind a failed request of ``S3RemoteStorage`` or ``HTTPRemoteStorage``: found as the
-/// ``AttachmentSync/AttachmentError/underlying`` error of the `AttachmentError` the adapter throws.
+/// `AttachmentError.underlying` error of the `AttachmentError` the adapter throws.
 ///
 /// It holds what the server said (status, S3 error code and message, request id), never the request's
 /// headers, so it carries no credentials.

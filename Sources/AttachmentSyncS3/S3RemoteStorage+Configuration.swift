@@ -66,7 +66,7 @@ extension S3RemoteStorage {
         public var bucket: String
         /// Where the keys come from.
         public var credentials: CredentialsProvider
-        /// Prepended to every ``AttachmentSync/Attachment/filename`` to make its object key (`attachments/`,
+        /// Prepended to every `Attachment.filename` to make its object key (`attachments/`,
         /// say), so several apps or users can share a bucket. The default is `""`.
         public var keyPrefix: String = ""
         /// How the bucket is named in URLs. The default is ``Addressing/path``.
@@ -78,7 +78,7 @@ extension S3RemoteStorage {
         /// `If-None-Match: *` (AWS honours it there, Ceph does not), and checks the stored SHA-256 after.
         /// An existing object stored with the same SHA-256 is success (an upload repeated after its answer was
         /// lost; a multipart upload is then aborted, not completed); another is
-        /// ``AttachmentSync/AttachmentError/Code-swift.struct/conflict``, and so is other content found right
+        /// `AttachmentError.Code.conflict`, and so is other content found right
         /// after a completion. On a server that ignores the condition on completion, an object stored between
         /// the last look and the completion (about 50 ms on a local Ceph) is replaced; bucket versioning keeps
         /// it. A server that ignores `If-None-Match` on `PutObject` too replaces objects as before. The
@@ -104,7 +104,7 @@ extension S3RemoteStorage {
         /// you pass in. The default is 10 seconds.
         public var connectTimeout: Duration = .seconds(10)
         /// How long a request may go without sending or receiving a byte before it fails with
-        /// ``AttachmentSync/AttachmentError/Code-swift.struct/remoteUnavailable``; a transfer that keeps
+        /// `AttachmentError.Code.remoteUnavailable`; a transfer that keeps
         /// moving is never cut off. Applies to the client the adapter creates, not to one you pass in. The
         /// default is 60 seconds.
         public var requestTimeout: Duration = .seconds(60)
@@ -117,7 +117,7 @@ extension S3RemoteStorage {
         /// temporary folder when there is none).
         public var stateDirectory: URL = Configuration.defaultStateDirectory
         /// The slowest an object transfer (an upload, a part, a download) may move before it is stopped with
-        /// ``AttachmentSync/AttachmentError/Code-swift.struct/remoteUnavailable`` and left for the queue to try
+        /// `AttachmentError.Code.remoteUnavailable` and left for the queue to try
         /// again, so a server that trickles bytes cannot hold it for ever; `nil` lets transfers take any time.
         /// See ``MinimumTransferRate``. The default is ``MinimumTransferRate/default``: 16 KiB in every 30
         /// seconds.
@@ -165,7 +165,7 @@ extension S3RemoteStorage {
         /// The smallest part S3 accepts (except for the last part): 5 MiB.
         public static let minimumPartSize: Int64 = 5 * 1024 * 1024
 
-        /// Throws ``AttachmentSync/AttachmentError/Code-swift.struct/invalidConfiguration`` naming the first
+        /// Throws `AttachmentError.Code.invalidConfiguration` naming the first
         /// option out of range.
         func validate() throws {
             func fail(_ name: String, _ reason: String) -> AttachmentError {

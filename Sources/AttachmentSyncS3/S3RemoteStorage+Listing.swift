@@ -7,7 +7,7 @@ extension S3RemoteStorage: ListableRemoteStorage {
     /// delimiter: keys in deeper "folders" are not attachments and are not listed), named by their key
     /// without the prefix, with their size and `LastModified`.
     ///
-    /// - Parameter continuation: `nil`, then the previous page's ``AttachmentSync/RemoteFileListing/next``
+    /// - Parameter continuation: `nil`, then the previous page's `RemoteFileListing.next`
     ///   (S3's continuation token).
     public func listFiles(after continuation: String?) async throws -> RemoteFileListing {
         try await listFiles(after: continuation, pageSize: 1_000)

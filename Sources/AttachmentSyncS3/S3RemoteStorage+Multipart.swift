@@ -157,7 +157,7 @@ extension S3RemoteStorage {
     /// With ``Configuration/createOnly``, looks under the key before a multipart upload goes on or completes:
     /// nothing there is `false` (go on); an object stored with `sha256` is this upload already done (by this
     /// device, whose answer was lost, or another with the same bytes), so the upload is aborted and forgotten,
-    /// and `true` returned; another object is ``AttachmentSync/AttachmentError/Code-swift.struct/conflict``
+    /// and `true` returned; another object is `AttachmentError.Code.conflict`
     /// (the caller aborts the upload).
     private func settledBeforeCompleting(
         key: String, uploadId: String, sha256: String, size: Int64, attachment: Attachment,
@@ -181,7 +181,7 @@ extension S3RemoteStorage {
 
     /// After a completion: the object under the key must be the one just completed (its stored SHA-256). Other
     /// content means another upload replaced it since: a
-    /// ``AttachmentSync/AttachmentError/Code-swift.struct/conflict``, this device's bytes kept locally.
+    /// `AttachmentError.Code.conflict`, this device's bytes kept locally.
     private func checkCompletedObject(sha256: String, key: String, attachment: Attachment) async throws {
         guard let stored = try await fileInfo(attachment: attachment) else {
             throw AttachmentError(

@@ -6,7 +6,7 @@ import NIOCore
 import NIOHTTP1
 
 /// Remote storage in an S3-compatible object store: AWS S3, Ceph, MinIO, Cloudflare R2, Supabase Storage's S3
-/// API. Each attachment is the object ``Configuration/keyPrefix`` + ``AttachmentSync/Attachment/filename``.
+/// API. Each attachment is the object ``Configuration/keyPrefix`` + `Attachment.filename`.
 ///
 /// - Every request is signed with AWS Signature Version 4 (``SigV4Signer``), its body's SHA-256 included, and
 ///   uploads carry `Content-MD5`, so the server rejects a body that changed on the way.
@@ -16,7 +16,7 @@ import NIOHTTP1
 ///   restart or a network failure continues with the missing parts. An upload that fails for good is
 ///   aborted; ``abortStaleMultipartUploads(olderThan:)`` cleans up the ones left behind.
 /// - Downloads resume from an offset with a ranged GET (``supportsRangedDownloads`` is `true`).
-/// - Deleting a missing object succeeds. Failures are ``AttachmentSync/AttachmentError``s with the code that
+/// - Deleting a missing object succeeds. Failures are `AttachmentError`s with the code that
 ///   says what to do: `remoteNotFound`, `accessDenied`, `remoteUnavailable` (with the server's `Retry-After`),
 ///   `integrityMismatch` or `remoteFailure`, and a ``RemoteHTTPError`` as the underlying error. No message
 ///   or log line ever contains a secret.
@@ -69,7 +69,7 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     ///   - httpClient: The client to send requests with, which stays yours to shut down, or `nil` to have the
     ///     adapter create one (with redirects off, the configured timeouts and up to 16 connections to the
     ///     server) that ``shutdown()`` shuts down. The default is `nil`.
-    /// - Throws: ``AttachmentSync/AttachmentError`` with code `invalidConfiguration` naming the first option out
+    /// - Throws: `AttachmentError` with code `invalidConfiguration` naming the first option out
     ///   of range (a part size under 5 MiB, say).
     public convenience init(configuration: Configuration, httpClient: HTTPClient? = nil) throws {
         try self.init(configuration: configuration, httpClient: httpClient, presigned: nil)
@@ -126,7 +126,7 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     /// Uploads `data` as the attachment's object in one request, with its MD5 and SHA-256 for the server to
     /// check, and its SHA-256 stored with the object (`x-amz-meta-sha256`) for every later download to check.
     ///
-    /// - Throws: `integrityMismatch` when the attachment's ``AttachmentSync/Attachment/contentHash`` says its
+    /// - Throws: `integrityMismatch` when the attachment's `Attachment.contentHash` says its
     ///   content is other bytes.
     public func uploadFile(data: Data, attachment: Attachment) async throws {
         let key = try objectKey(for: attachment)
@@ -141,7 +141,7 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
 
     /// Downloads the attachment's object into memory; throws `remoteNotFound` when there is none.
     ///
-    /// Objects larger than ``HTTPTransport/maximumInMemoryDownload`` (1 GiB) fail with `unsupported`: use the
+    /// Objects larger than `HTTPTransport.maximumInMemoryDownload` (1 GiB) fail with `unsupported`: use the
     /// streaming ``downloadFile(attachment:into:from:progress:)``, which the queue always calls.
     public func downloadFile(attachment: Attachment) async throws -> Data {
         let key = try objectKey(for: attachment)
@@ -169,7 +169,7 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     /// Uploads the file, streaming it: in one request up to ``Configuration/multipartThreshold``, in parts
     /// above it (resumable, see ``S3RemoteStorage``). The attachment's SHA-256 is stored with the object
     /// (`x-amz-meta-sha256`): for a single request the file's own, checked against
-    /// ``AttachmentSync/Attachment/contentHash``; for a multipart upload its `contentHash`. Progress counts bytes
+    /// `Attachment.contentHash`; for a multipart upload its `contentHash`. Progress counts bytes
     /// handed to the network.
     ///
     /// - Throws: `integrityMismatch` when the file is not the content its `contentHash` says.
@@ -220,7 +220,7 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     }
 
     /// An object is under the attachment's key although it was to be created: success when it was stored
-    /// with `sha256`; ``AttachmentSync/AttachmentError/Code-swift.struct/conflict`` when with another hash
+    /// with `sha256`; `AttachmentError.Code.conflict` when with another hash
     /// or none; `remoteUnavailable` (to try again) when it is gone again.
     func settleExistingObject(sha256: String, attachment: Attachment) async throws {
         let key = try objectKey(for: attachment)
@@ -270,7 +270,7 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     /// (kept beside `destination` since the first bytes came, as `.attachment-sync-etag-<name>`): when the
     /// object changed meanwhile, or nothing proves it did not, the download starts over from byte 0 instead
     /// of splicing two versions. An object whose size is not the attachment's known
-    /// ``AttachmentSync/Attachment/size`` is refused with `integrityMismatch` before its body is read.
+    /// `Attachment.size` is refused with `integrityMismatch` before its body is read.
     public func downloadFile(
         attachment: Attachment, into destination: URL, from offset: Int64,
         progress: @escaping TransferProgressHandler

@@ -194,7 +194,7 @@ public struct SigV4Signer: Sendable {
     ///   - date: The signing time: the URL is valid from then on.
     ///   - expiresIn: How long the URL stays valid, from 1 second to ``maximumPresignedExpiry``.
     /// - Returns: The encoded path and query to put in the URL.
-    /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/invalidConfiguration``
+    /// - Throws: `AttachmentError` with code `AttachmentError.Code.invalidConfiguration`
     ///   when `expiresIn` is out of range.
     public func presign(
         _ request: Request, credentials: S3Credentials, date: Date, expiresIn: Duration

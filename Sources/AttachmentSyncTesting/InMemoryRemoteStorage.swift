@@ -1,12 +1,12 @@
 import AttachmentSync
 import Foundation
 
-/// A ``RemoteStorageAdapter`` that keeps files in memory, for tests: with optional latency, injected
+/// A `RemoteStorageAdapter` that keeps files in memory, for tests: with optional latency, injected
 /// failures, transfers that can be held mid-flight, and a record of every call.
 ///
-/// Files are keyed by ``Attachment/filename`` and follow the adapter contract: an upload stores or
-/// overwrites, a download of a missing file throws ``AttachmentError`` with code
-/// ``AttachmentError/Code-swift.struct/remoteNotFound``, and a delete of a missing file succeeds.
+/// Files are keyed by `Attachment.filename` and follow the adapter contract: an upload stores or
+/// overwrites, a download of a missing file throws `AttachmentError` with code
+/// `AttachmentError.Code.remoteNotFound`, and a delete of a missing file succeeds.
 ///
 /// Every call goes through the same steps, in this order:
 /// 1. It is counted (``uploadCount``, ``downloadCount`` or ``deleteCount``), logged in ``callLog`` and
@@ -39,11 +39,11 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     /// await storage.failNext(.download, with: InjectedFailure())
     /// ```
     public enum Operation: Sendable, Hashable, CaseIterable, CustomStringConvertible {
-        /// ``RemoteStorageAdapter/uploadFile(data:attachment:)``.
+        /// `RemoteStorageAdapter.uploadFile(data:attachment:)`.
         case upload
-        /// ``RemoteStorageAdapter/downloadFile(attachment:)``.
+        /// `RemoteStorageAdapter.downloadFile(attachment:)`.
         case download
-        /// ``RemoteStorageAdapter/deleteFile(attachment:)``.
+        /// `RemoteStorageAdapter.deleteFile(attachment:)`.
         case delete
 
         /// The operation's name: `upload`, `download` or `delete`.
@@ -68,7 +68,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     public struct Call: Sendable, Hashable, CustomStringConvertible {
         /// Which operation was called.
         public var operation: Operation
-        /// The ``Attachment/filename`` of the attachment it was called with.
+        /// The `Attachment.filename` of the attachment it was called with.
         public var filename: String
 
         /// Creates a record of a call, usually to compare with ``InMemoryRemoteStorage/callLog``.
@@ -149,7 +149,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     }
 
     private var storedFiles: [Key: Data] = [:]
-    /// The SHA-256 stored with each file at upload (``Attachment/contentHash``), like an object's metadata.
+    /// The SHA-256 stored with each file at upload (`Attachment.contentHash`), like an object's metadata.
     private var storedHashes: [Key: String] = [:]
     private var oneShotFailures: [OneShotFailure] = []
     private var permanentFailures: [Operation: any Error] = [:]
@@ -168,7 +168,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     public private(set) var bytesServed: Int64 = 0
     private var inFlightWaiters: [UInt64: InFlightWaiter] = [:]
 
-    /// The number of ``RemoteStorageAdapter/uploadFile(data:attachment:)`` calls made, including those
+    /// The number of `RemoteStorageAdapter.uploadFile(data:attachment:)` calls made, including those
     /// that failed or were cancelled.
     ///
     /// ```swift
@@ -176,7 +176,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     /// ```
     public private(set) var uploadCount = 0
 
-    /// The number of ``RemoteStorageAdapter/downloadFile(attachment:)`` calls made, including those that
+    /// The number of `RemoteStorageAdapter.downloadFile(attachment:)` calls made, including those that
     /// failed or were cancelled.
     ///
     /// ```swift
@@ -184,7 +184,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     /// ```
     public private(set) var downloadCount = 0
 
-    /// The number of ``RemoteStorageAdapter/deleteFile(attachment:)`` calls made, including those that
+    /// The number of `RemoteStorageAdapter.deleteFile(attachment:)` calls made, including those that
     /// failed or were cancelled.
     ///
     /// ```swift
@@ -246,7 +246,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
 
     // MARK: - RemoteStorageAdapter
 
-    /// Stores `data` as the file named ``Attachment/filename``, replacing any file of that name.
+    /// Stores `data` as the file named `Attachment.filename`, replacing any file of that name.
     ///
     /// ```swift
     /// try await storage.uploadFile(data: Data([1, 2]), attachment: attachment)
@@ -280,7 +280,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     }
 
     /// Whether uploads are create-only, as the library's real adapters are: other content under an existing
-    /// filename throws ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/conflict`` and is
+    /// filename throws `AttachmentError` with code `AttachmentError.Code.conflict` and is
     /// not replaced; the same content succeeds. The default is `false`: uploads replace, as the PowerSync
     /// docs' simplest adapters do.
     public private(set) var isCreateOnly = false
@@ -294,7 +294,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
         isCreateOnly = createOnly
     }
 
-    /// Returns the file named ``Attachment/filename``.
+    /// Returns the file named `Attachment.filename`.
     ///
     /// ```swift
     /// let data = try await storage.downloadFile(attachment: attachment)
@@ -302,7 +302,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     ///
     /// - Parameter attachment: The attachment; its filename is looked up, and its id goes into the error.
     /// - Returns: The file's contents.
-    /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/remoteNotFound`` (and
+    /// - Throws: `AttachmentError` with code `AttachmentError.Code.remoteNotFound` (and
     ///   the attachment's id and filename) when there is no such file; an injected failure; or
     ///   `CancellationError` when cancelled during latency or a hold.
     public func downloadFile(attachment: Attachment) async throws -> Data {
@@ -326,7 +326,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
         }
     }
 
-    /// Deletes the file named ``Attachment/filename``; succeeds when there is no such file.
+    /// Deletes the file named `Attachment.filename`; succeeds when there is no such file.
     ///
     /// ```swift
     /// try await storage.deleteFile(attachment: attachment)
@@ -349,7 +349,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     /// `true`: downloads can resume from an offset.
     public nonisolated var supportsRangedDownloads: Bool { true }
 
-    /// Writes the file named ``Attachment/filename`` to `destination` (created or replaced) in chunks of
+    /// Writes the file named `Attachment.filename` to `destination` (created or replaced) in chunks of
     /// ``chunkSize`` bytes, reporting progress, and counting what it serves in ``bytesServed``.
     ///
     /// A download passes ``holdDownloads(atByte:)``'s offset only after ``release()``.
@@ -443,7 +443,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
         for waiter in waiters { waiter.resume() }
     }
 
-    /// The stored file named ``Attachment/filename``, or ``AttachmentError/Code-swift.struct/remoteNotFound``.
+    /// The stored file named `Attachment.filename`, or `AttachmentError.Code.remoteNotFound`.
     private func storedFile(for attachment: Attachment) throws -> Data {
         guard let data = storedFiles[Key(attachment.filename)] else {
             throw AttachmentError(
@@ -534,8 +534,8 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     /// The overload answer given to calls above a number in flight (see ``throttle(above:with:)``).
     private var throttle: (limit: Int, error: any Error)?
 
-    /// What an overloaded server answers: ``AttachmentError`` with code
-    /// ``AttachmentError/Code-swift.struct/remoteUnavailable`` and a ``RemoteOverloadSignal`` (as a 503
+    /// What an overloaded server answers: `AttachmentError` with code
+    /// `AttachmentError.Code.remoteUnavailable` and a `RemoteOverloadSignal` (as a 503
     /// SlowDown) as its underlying error. ``throttle(above:with:)`` uses it by default.
     public static var overloadedError: AttachmentError {
         AttachmentError(

@@ -1,7 +1,7 @@
 import AttachmentSync
 import Foundation
 
-/// Checks that a ``RemoteStorageAdapter`` keeps the contract the queue relies on, against the real backend:
+/// Checks that a `RemoteStorageAdapter` keeps the contract the queue relies on, against the real backend:
 /// run it from your adapter's tests.
 ///
 /// ``run(_:)`` performs each ``Check`` in turn and throws a ``Failure`` that names the check and says what
@@ -12,32 +12,32 @@ import Foundation
 ///   the whole file.
 /// - ``Check/overwrite``: uploading the same content to an existing filename again succeeds (an upload
 ///   repeated after its answer was lost); other content either replaces the file entirely (with a shorter
-///   one) or, for a create-only adapter, throws ``AttachmentError`` with code
-///   ``AttachmentError/Code-swift.struct/conflict`` and leaves the first content as it was, never a mix.
+///   one) or, for a create-only adapter, throws `AttachmentError` with code
+///   `AttachmentError.Code.conflict` and leaves the first content as it was, never a mix.
 ///   With ``Options/requiresCreateOnly`` only the second is accepted (the library's adapters all are).
 /// - ``Check/idempotentDelete``: deleting twice succeeds, and so does deleting a filename never uploaded;
 ///   a deleted file is gone.
-/// - ``Check/notFound``: downloading a missing file, in memory or to a file, throws ``AttachmentError`` with
-///   code ``AttachmentError/Code-swift.struct/remoteNotFound``.
-/// - ``Check/rangedRead``: when ``RemoteStorageAdapter/supportsRangedDownloads`` is `true`, a download
+/// - ``Check/notFound``: downloading a missing file, in memory or to a file, throws `AttachmentError` with
+///   code `AttachmentError.Code.remoteNotFound`.
+/// - ``Check/rangedRead``: when `RemoteStorageAdapter.supportsRangedDownloads` is `true`, a download
 ///   resumed from offsets between 0 and the file's size appends exactly the rest, and progress counts the
 ///   whole file. Skipped (passes) otherwise.
 /// - ``Check/concurrentTransfers``: ``Options/concurrentFiles`` different files uploaded, downloaded and
 ///   deleted all at once come back intact.
-/// - ``Check/objectInfo``: what ``RemoteStorageAdapter/downloadFile(attachment:into:from:progress:)`` reports
-///   about a file (its size, the SHA-256 stored with it at upload from ``Attachment/contentHash``) is true of
+/// - ``Check/objectInfo``: what `RemoteStorageAdapter.downloadFile(attachment:into:from:progress:)` reports
+///   about a file (its size, the SHA-256 stored with it at upload from `Attachment.contentHash`) is true of
 ///   it; with ``Options/requiresStoredHash`` the SHA-256 must be reported, for files uploaded with `Data` and
 ///   streamed alike.
 /// - ``Check/resumeAfterReplacement``: when ranged reads are supported, a download resumed after another
 ///   upload replaced the file never passes off a splice of the two versions: it ends as the new file, or it
 ///   reports the new file's SHA-256 so the queue rejects the splice.
-/// - ``Check/listing``: when the adapter is a ``ListableRemoteStorage``, uploaded files (one with spaces,
-///   uppercase and non-ASCII letters in its name) are listed under ``ListableRemoteStorage/storedName(forFilename:)``
-///   with their sizes, every page included, and nothing the adapter keeps for itself is; ``ListableRemoteStorage/fileInfo(attachment:)``
+/// - ``Check/listing``: when the adapter is a `ListableRemoteStorage`, uploaded files (one with spaces,
+///   uppercase and non-ASCII letters in its name) are listed under `ListableRemoteStorage.storedName(forFilename:)`
+///   with their sizes, every page included, and nothing the adapter keeps for itself is; `ListableRemoteStorage.fileInfo(attachment:)`
 ///   reports each file's size (and its stored SHA-256 when it reports one) and `nil` for a missing file;
-///   ``ListableRemoteStorage/storedSHA256(of:)`` of a listed file is its content's SHA-256 or `nil` (`gc`
+///   `ListableRemoteStorage.storedSHA256(of:)` of a listed file is its content's SHA-256 or `nil` (`gc`
 ///   then keeps it), and not `nil` when stored hashes are required;
-///   ``ListableRemoteStorage/deleteListedFile(_:)`` deletes a file (twice is fine) so that it is neither
+///   `ListableRemoteStorage.deleteListedFile(_:)` deletes a file (twice is fine) so that it is neither
 ///   listed nor downloadable. Skipped (passes) for other adapters.
 ///
 /// Every check uses filenames of its own, starting with ``Options/filenamePrefix``, and deletes its files
@@ -72,7 +72,7 @@ public struct RemoteStorageConformance: Sendable {
         case objectInfo
         /// A resumed download of a replaced file is never a silent splice.
         case resumeAfterReplacement
-        /// Listing, describing and deleting listed files (when the adapter is a ``ListableRemoteStorage``).
+        /// Listing, describing and deleting listed files (when the adapter is a `ListableRemoteStorage`).
         case listing
 
         /// The check's name, `roundTripEmpty` say.
@@ -92,7 +92,7 @@ public struct RemoteStorageConformance: Sendable {
         /// `conformance-` and a random 8-character suffix.
         public var filenamePrefix: String = "conformance-\(UUID().uuidString.prefix(8).lowercased())-"
         /// Whether ``Check/overwrite`` requires uploads to be create-only: other content under an existing
-        /// filename throws ``AttachmentError/Code-swift.struct/conflict`` instead of replacing it (all of the
+        /// filename throws `AttachmentError.Code.conflict` instead of replacing it (all of the
         /// library's adapters do). The default is `false`: replacing is accepted too.
         public var requiresCreateOnly: Bool = false
         /// Whether ``Check/objectInfo`` requires the adapter to return the SHA-256 stored with each file (all

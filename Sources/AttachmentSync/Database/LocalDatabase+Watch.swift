@@ -8,7 +8,7 @@ extension LocalDatabase {
     /// Transactions that touch only other tables never wake the watch, and a result equal to the previous
     /// one is not yielded again. The stream keeps only the newest result for a consumer that is behind, so
     /// a slow consumer always reads the current state and memory stays bounded. Cancelling the task that
-    /// iterates the stream (or dropping the stream) stops the observation and frees it; ``close()`` ends
+    /// iterates the stream (or dropping the stream) stops the observation and frees it; `close()` ends
     /// the stream normally.
     ///
     /// ```swift
@@ -26,7 +26,7 @@ extension LocalDatabase {
     ///
     /// - Throws: ``LocalDatabaseError`` with code ``LocalDatabaseError/Code-swift.struct/sqlError`` right
     ///   away when the SQL or its parameter count is wrong, ``LocalDatabaseError/Code-swift.struct/closed``
-    ///   after ``close()``. An error thrown later (by the mapper, say) ends the stream with that error.
+    ///   after `close()`. An error thrown later (by the mapper, say) ends the stream with that error.
     public func watch<RowType: Sendable>(
         options: WatchOptions<RowType>
     ) throws -> AsyncThrowingStream<[RowType], any Error> {

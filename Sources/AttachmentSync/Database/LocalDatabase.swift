@@ -130,7 +130,7 @@ public final class LocalDatabase: Sendable {
     /// Adopts an app's existing GRDB `DatabasePool` or `DatabaseQueue` and applies `schema` to it.
     ///
     /// The app keeps using the writer for its own GRDB code; watches of this database see its writes and
-    /// the other way round. ``close()`` closes the writer.
+    /// the other way round. `close()` closes the writer.
     public convenience init(
         writer: any DatabaseWriter,
         schema: Schema,
@@ -262,7 +262,7 @@ public final class LocalDatabase: Sendable {
     /// - Returns: The number of rows the last `INSERT`, `UPDATE` or `DELETE` changed; `0` for other
     ///   statements.
     /// - Throws: ``LocalDatabaseError`` with code ``LocalDatabaseError/Code-swift.struct/sqlError`` when
-    ///   SQLite rejects the statement, ``LocalDatabaseError/Code-swift.struct/closed`` after ``close()``.
+    ///   SQLite rejects the statement, ``LocalDatabaseError/Code-swift.struct/closed`` after `close()`.
     @discardableResult
     public func execute(sql: String, parameters: SqlParameters = []) async throws -> Int {
         try await writeTransaction { tx in try tx.execute(sql: sql, parameters: parameters) }
@@ -432,7 +432,7 @@ public final class LocalDatabase: Sendable {
         }
     }
 
-    /// Whether ``close()`` has been called.
+    /// Whether `close()` has been called.
     public var isClosed: Bool { state.withLock { $0.isClosed } }
 
     func ensureOpen() throws {

@@ -55,7 +55,7 @@ public struct LocalDatabaseError: Error, Sendable, CustomStringConvertible, Loca
         public static let typeMismatch = Code(.typeMismatch)
         /// `get` found no row.
         public static let noRows = Code(.noRows)
-        /// The database was closed with ``LocalDatabase/close()``.
+        /// The database was closed with `LocalDatabase.close()`.
         public static let closed = Code(.closed)
 
         /// A readable description, for logs and test failures.

@@ -84,7 +84,7 @@ extension AttachmentQueue {
         public var networkPolicy: NetworkPolicy = .any
 
         /// The default ``networkConditions``: `NWPathNetworkConditions()` on Apple platforms, `nil` on
-        /// watchOS (which keeps `NWPathMonitor` unsatisfied for apps, see ``NWPathNetworkConditions``) and
+        /// watchOS (which keeps `NWPathMonitor` unsatisfied for apps, see `NWPathNetworkConditions`) and
         /// elsewhere.
         public static var defaultNetworkConditions: (any NetworkConditionsSource)? {
             #if canImport(Network) && !os(watchOS)
@@ -121,7 +121,7 @@ extension AttachmentQueue {
         }
         /// The date set with ``currentDate``, if any.
         var dateOverride: (@Sendable () -> Date)?
-        /// How long a failed transfer waits before its next try. The default is ``RetryBackoff/init()``:
+        /// How long a failed transfer waits before its next try. The default is ``RetryBackoff/init(initialDelay:maximumDelay:jitter:)``:
         /// 1 second doubling to 5 minutes, with full jitter.
         public var retryBackoff = RetryBackoff()
         /// How long a download waits before asking again when remote storage has no file for it yet

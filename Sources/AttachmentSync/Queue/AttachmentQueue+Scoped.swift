@@ -25,6 +25,7 @@ import Foundation
 ///   - watchAttachments: Makes the stream of attachments the app's rows refer to. The default is `nil`.
 ///   - localStorage: How files are stored on the device. The default is ``FileManagerStorageAdapter``.
 ///   - errorHandler: Decides between retrying and archiving after a failed transfer. The default is `nil`.
+///   - isolation: The actor `body` runs on. The default is the caller's.
 ///   - body: The work to do with the queue.
 /// - Returns: What `body` returns.
 /// - Throws: What `body` throws (after the queue is closed).

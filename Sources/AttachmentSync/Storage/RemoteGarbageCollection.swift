@@ -13,7 +13,7 @@ import Foundation
 /// their age. An unreferenced file of the library's is only a *candidate* for deletion when it was last
 /// written longer ago than the grace period: a file another device uploaded a moment ago, whose row has
 /// not reached these databases yet, is younger than that and kept. A file whose age the remote does not
-/// say is kept too. ``apply(to:)`` deletes the candidates (each after checking its stored hash again), and
+/// say is kept too. ``apply(to:onEach:)`` deletes the candidates (each after checking its stored hash again), and
 /// the adapter's own leftovers (the temporary file of an interrupted upload, a stored hash whose file is
 /// gone) older than the grace period.
 ///
@@ -33,7 +33,7 @@ public struct RemoteGarbageCollection: Sendable {
     public var listedFiles: Int
     /// How many of them some record refers to.
     public var referencedFiles: Int
-    /// Unreferenced files older than the grace period: what ``apply(to:)`` deletes, by stored name.
+    /// Unreferenced files older than the grace period: what ``apply(to:onEach:)`` deletes, by stored name.
     public var candidates: [RemoteFile]
     /// Unreferenced files kept because they are younger than the grace period (or of unknown age).
     public var recent: [RemoteFile]
@@ -41,7 +41,7 @@ public struct RemoteGarbageCollection: Sendable {
     /// stored name: kept, whatever their age.
     public var foreign: [RemoteFile] = []
     /// The adapter's own files no file needs any more (see ``ListableRemoteStorage/listLeftovers()``),
-    /// older than the grace period: ``apply(to:)`` deletes them too. Younger ones (an upload in progress,
+    /// older than the grace period: ``apply(to:onEach:)`` deletes them too. Younger ones (an upload in progress,
     /// perhaps) are not planned.
     public var leftovers: [RemoteFile] = []
     /// The grace period the plan used.

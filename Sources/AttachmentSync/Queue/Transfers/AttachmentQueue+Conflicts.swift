@@ -25,7 +25,7 @@ extension AttachmentQueue {
     /// ```
     ///
     /// - Parameters:
-    ///   - attachmentId: The attachment whose upload was given up.
+    ///   - id: The attachment whose upload was given up.
     ///   - keeping: ``ConflictResolution/local`` replaces the remote file with this device's (the other
     ///     content is deleted); ``ConflictResolution/remote`` replaces this device's file with the remote's
     ///     (this device's bytes are deleted once the record lets go of them).
