@@ -25,7 +25,7 @@ extension AttachmentQueue {
     }
 
     private func endProgressIfIdle(_ id: String, token: Int) async {
-        guard machine.transfers[id] == nil else { return }
+        guard !machine.isTransferring(id) else { return }
         let record: AttachmentRecord?
         do {
             try await waitForInit()

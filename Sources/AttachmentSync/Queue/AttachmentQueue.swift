@@ -176,7 +176,10 @@ public actor AttachmentQueue {
         self.networkNow = LockedValue(network)
         self.machine = QueueStateMachine(
             maxConcurrentTransfers: configuration.maxConcurrentTransfers, adaptive: configuration.adaptiveConcurrency,
-            network: network)
+            network: network,
+            failures: FailurePolicy(
+                retryBackoff: configuration.retryBackoff, maxAttempts: configuration.maxAttempts,
+                notUploadedYetBackoff: configuration.notUploadedYetBackoff))
         self.reconciler = Reconciler(policy: configuration.downloadPolicy)
         self.progressCenter = ProgressCenter(
             clock: configuration.clock, interval: max(.zero, configuration.progressInterval))
@@ -363,7 +366,7 @@ public actor AttachmentQueue {
     /// ``syncNow()`` in progress returns early (also when sync was not started). Downloads asked for with
     /// ``download(attachmentId:)`` go on.
     public func stopSync() async {
-        for task in machine.stopRequested() { task.cancel() }
+        perform(machine.stopRequested())
         let session = self.session
         self.session = nil
         if let session {
@@ -372,9 +375,7 @@ public actor AttachmentQueue {
             for task in session.tasks { await task.value }
         }
         // A pass that was reading the table when the tasks were cancelled may have started one more.
-        let (cancel, resume) = machine.stopFinished()
-        for task in cancel { task.cancel() }
-        for waiter in resume { waiter.resume() }
+        perform(machine.stopFinished())
         if session != nil { logger.debug("sync stopped") }
         await releaseLeaseIfUnwanted()
     }
@@ -404,9 +405,8 @@ public actor AttachmentQueue {
         unlockFollower?.cancel()
         await unlockFollower?.value
         await stopSync()
-        let (running, resume) = machine.closeTransfers()
-        for task in running { task.cancel() }
-        for waiter in resume { waiter.resume() }
+        let (running, actions) = machine.closeTransfers()
+        perform(actions)
         for task in running { await task.value }
         if let archiveTrim { _ = await archiveTrim.result }
         await releaseLease()
@@ -445,7 +445,7 @@ public actor AttachmentQueue {
         try await waitForInit()
         try ensureOpen()
         machine.operationStarted()
-        defer { for waiter in machine.operationEnded() { waiter.resume() } }
+        defer { perform(machine.operationEnded()) }
         return try await body()
     }
 
@@ -465,7 +465,7 @@ public actor AttachmentQueue {
         let store = store
         let directory = attachmentsDirectory
         return try await db.readTransaction { tx in
-            try store.records(in: tx, where: "state = ?", parameters: [state.rawValue]).map {
+            try store.records(in: state, in: tx).map {
                 $0.attachment(in: directory)
             }
         }

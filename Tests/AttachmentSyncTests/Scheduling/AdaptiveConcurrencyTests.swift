@@ -68,14 +68,14 @@ struct AdaptiveConcurrencyTests {
                 machine.started(record.id, handle: 0)
                 inFlight.append((record.id, inFlight.count >= limit))
             }
-            start(outcome.readAgain)
+            start(outcome.read)
         }
         var ticks = 0
         while !pending.isEmpty, ticks < 10_000 {
             ticks += 1
             if inFlight.isEmpty {
                 machine.passStarted()  // the next trigger: refused ones may go again
-                start(machine.readQueued())
+                start(machine.readQueued().read)
             }
             inFlightPerTick.append(inFlight.count)
             let finishing = inFlight

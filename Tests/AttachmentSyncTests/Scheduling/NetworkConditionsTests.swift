@@ -39,7 +39,7 @@ struct NetworkConditionsTests {
     func machineFollowsTheNetwork() throws {
         var machine = Machine(maxConcurrentTransfers: 4)
         machine.syncStarted()
-        let firstRead = machine.readQueued()
+        let firstRead = machine.readQueued().read
         let read = try #require(firstRead)
         let outcome = machine.queuedRead(
             read, records: [Self.record("small", size: 10), Self.record("big", size: 10_000)], earliestRetry: nil,
@@ -50,12 +50,12 @@ struct NetworkConditionsTests {
 
         // Metered: the big one pauses; nothing new to pass for.
         var change = machine.networkChanged(.expensive)
-        #expect(change == Machine.NetworkChange(cancel: [2], regained: false, improved: false))
+        #expect(change.actions.cancel == [2] && !change.regained && !change.improved)
         _ = machine.transferFinished("big", state: .queuedUpload, .cancelled)
         // A read on a metered network skips the big one and looks past records waiting for Wi-Fi.
-        let meteredRead = machine.readQueued()
+        let meteredRead = machine.readQueued().read
         let metered = try #require(meteredRead)
-        #expect(metered.limit >= Machine.networkReadAllowance)
+        #expect(metered.limit >= TransferSlots<Int>.networkReadAllowance)
         let skipped = machine.queuedRead(
             metered, records: [Self.record("big", size: 10_000)], earliestRetry: nil, now: 0,
             requirement: { $0.size ?? 0 > 1000 ? .unmetered : .any })
@@ -63,14 +63,14 @@ struct NetworkConditionsTests {
 
         // Offline: everything in the background stops, and no read starts.
         change = machine.networkChanged(.offline)
-        #expect(change.cancel == [1])
+        #expect(change.actions.cancel == [1])
         #expect(!change.improved)
-        #expect(machine.readQueued() == nil)
+        #expect(machine.readQueued().read == nil)
         #expect(!machine.mayStartTransfers)
 
         // Back, unmetered: regained, and a pass is due.
         change = machine.networkChanged(.unrestricted)
-        #expect(change == Machine.NetworkChange(cancel: [], regained: true, improved: true))
+        #expect(change.actions.cancel.isEmpty && change.regained && change.improved)
         #expect(machine.mayStartTransfers)
     }
 

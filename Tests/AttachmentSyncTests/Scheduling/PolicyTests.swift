@@ -111,7 +111,7 @@ struct PolicyTests {
         let (records, classes) = try await db.readTransaction { tx in
             (
                 try store.records(in: tx),
-                try tx.getAll(sql: "SELECT id, \(CachePolicy.classSQL) AS class FROM attachments") {
+                try tx.getAll(sql: "SELECT id, \(AttachmentStore.cacheClassSQL) AS class FROM attachments") {
                     (try $0.getString(name: "id"), try $0.getStringOptional(name: "class"))
                 }
             )
@@ -122,7 +122,7 @@ struct PolicyTests {
             #expect(CachePolicy.classify(record)?.rawValue == sqlClass[record.id] ?? nil, "\(record)")
         }
         let evictable = try await db.readTransaction { tx in
-            try store.records(in: tx, where: CachePolicy.evictableSQL).map(\.id)
+            try store.evictable(in: tx).map(\.id)
         }
         #expect(Set(evictable) == Set(records.filter { CachePolicy.classify($0) == .evictable }.map(\.id)))
     }

@@ -19,7 +19,7 @@ struct PriorityTests {
     static func running(_ records: [AttachmentRecord], bound: Int) throws -> Machine {
         var machine = Machine(maxConcurrentTransfers: bound)
         machine.syncStarted()
-        let read = machine.readQueued()
+        let read = machine.readQueued().read
         let outcome = machine.queuedRead(try #require(read), records: records, earliestRetry: nil, now: 0)
         for (index, record) in outcome.start.enumerated() { machine.started(record.id, handle: index + 1) }
         return machine
@@ -51,7 +51,7 @@ struct PriorityTests {
     func raisedStartsFirst() throws {
         var machine = try Self.running([Self.record("d1", .queuedDownload)], bound: 1)
         let raise = machine.raise("late")
-        #expect(raise.pause == 1)
+        #expect(raise.cancel == [1])
         #expect(raise.read == nil)
         let finished = machine.transferFinished("d1", state: .queuedDownload, .cancelled)
         let read = try #require(finished.read)
@@ -63,15 +63,15 @@ struct PriorityTests {
         #expect(outcome.start.map(\.id) == ["late"])
         machine.started("late", handle: 5)
         _ = machine.transferFinished("late", state: .queuedDownload, .done)
-        #expect(machine.raised.isEmpty, "the raise ends with its transfer")
+        #expect(machine.raisedIDs.isEmpty, "the raise ends with its transfer")
 
         // Raising an id with nothing queued is let go at the next read, not kept for ever.
         _ = machine.raise("synced-already")
-        #expect(machine.raised == ["synced-already"])
-        let nextRead = machine.readQueued()
+        #expect(machine.raisedIDs == ["synced-already"])
+        let nextRead = machine.readQueued().read
         _ = machine.queuedRead(
             try #require(nextRead), records: [Self.record("d3", .queuedDownload)], earliestRetry: nil, now: 0)
-        #expect(machine.raised.isEmpty)
+        #expect(machine.raisedIDs.isEmpty)
     }
 
     @Test("a raised record that cannot start (it waits for Wi-Fi) does not make the read ask again and again")
@@ -87,7 +87,7 @@ struct PriorityTests {
         let outcome = machine.queuedRead(
             try #require(read), records: [big, big], earliestRetry: nil, now: 0, requirement: { _ in .unmetered })
         #expect(outcome.start.isEmpty)
-        #expect(outcome.readAgain == nil)
+        #expect(outcome.read == nil)
         #expect(machine.isIdle)
     }
 
@@ -95,7 +95,7 @@ struct PriorityTests {
     func pausedIsNotSkipped() throws {
         var machine = Machine(maxConcurrentTransfers: 1)
         _ = machine.manualRoundStarted()
-        let read = machine.readQueued()
+        let read = machine.readQueued().read
         let outcome = machine.queuedRead(
             try #require(read), records: [Self.record("d1", .queuedDownload)], earliestRetry: nil, now: 0)
         #expect(outcome.start.count == 1)
@@ -103,7 +103,7 @@ struct PriorityTests {
         machine.startedOnRequest("asked", state: .synced, handle: 2)
         #expect(machine.pauseTransfer(for: 4)?.id == "d1")
         _ = machine.transferFinished("d1", state: .queuedDownload, .cancelled)
-        #expect(machine.skippedUntilTrigger["d1"] == nil)
+        #expect(machine.waitingForTrigger("d1") == nil)
     }
 
     @Test("raising a queued download pauses the one in flight (keeping its bytes), which resumes after")

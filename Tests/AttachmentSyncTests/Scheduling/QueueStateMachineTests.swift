@@ -22,7 +22,7 @@ struct QueueStateMachineTests {
         var machine = Machine(maxConcurrentTransfers: bound)
         machine.syncStarted()
         guard !ids.isEmpty else { return machine }
-        let read = try unwrap(machine.readQueued())
+        let read = try unwrap(machine.readQueued().read)
         let outcome = machine.queuedRead(read, records: ids.map { queued($0) }, earliestRetry: nil, now: 0)
         #expect(outcome.start.map(\.id) == ids)
         for (index, id) in ids.enumerated() { machine.started(id, handle: index + 1) }
@@ -32,9 +32,9 @@ struct QueueStateMachineTests {
     @Test("nothing is read or started while sync is off and no syncNow runs")
     func noReadWhenStopped() throws {
         var machine = Machine(maxConcurrentTransfers: 2)
-        #expect(machine.readQueued() == nil)
+        #expect(machine.readQueued().read == nil)
         let generation = machine.manualRoundStarted()
-        #expect(machine.readQueued() != nil, "a syncNow reads")
+        #expect(machine.readQueued().read != nil, "a syncNow reads")
         machine.manualRoundEnded(generation)
         #expect(machine.mayStartTransfers == false)
     }
@@ -45,14 +45,14 @@ struct QueueStateMachineTests {
         let first = machine.reserve("saving")
         let second = machine.reserve("saving")
         #expect(first && !second, "one save per id")
-        let read = try unwrap(machine.readQueued())
+        let read = try unwrap(machine.readQueued().read)
         #expect(read.limit == 3 + 0 + 1 + 0)
         let records = ["saving", "a", "a", "b", "c", "d"].map { queued($0) }
         let outcome = machine.queuedRead(read, records: records, earliestRetry: nil, now: 0)
         #expect(outcome.start.map(\.id) == ["a", "b", "c"])
-        #expect(machine.transfers.count == 3)
-        #expect(machine.readQueued() == nil, "the bound is full: no read")
-        #expect(outcome.readAgain == nil)
+        #expect(machine.transferCount == 3)
+        #expect(machine.readQueued().read == nil, "the bound is full: no read")
+        #expect(outcome.read == nil)
     }
 
     // The race fixed in 120ad02: between a transfer leaving the table and the read that starts the next
@@ -64,7 +64,7 @@ struct QueueStateMachineTests {
         let finish = machine.transferFinished("a", state: .queuedUpload, .done)
         #expect(finish.resume.isEmpty, "not idle: the follow-up read is in flight")
         #expect(machine.isIdle == false)
-        #expect(machine.resumeIfIdle().isEmpty)
+        #expect(machine.resumeIfIdle().resume.isEmpty)
         let read = try #require(finish.read)
         let outcome = machine.queuedRead(read, records: [queued("b")], earliestRetry: nil, now: 0)
         #expect(outcome.start.map(\.id) == ["b"])
@@ -80,17 +80,17 @@ struct QueueStateMachineTests {
     @Test("a record that finished while a read was in flight is not started again from that read")
     func staleReadDoesNotRestart() throws {
         var machine = try syncing(bound: 2, running: ["a"])
-        let read = try unwrap(machine.readQueued())  // a pass reads; its snapshot still shows "a" queued
+        let read = try unwrap(machine.readQueued().read)  // a pass reads; its snapshot still shows "a" queued
         let finish = machine.transferFinished("a", state: .queuedUpload, .done)
         let stale = machine.queuedRead(read, records: [queued("a"), queued("b")], earliestRetry: nil, now: 0)
         #expect(stale.start.map(\.id) == ["b"], "'a' finished after the read began: not started again")
-        #expect(stale.readAgain != nil, "a row was dropped and a slot is free: read again")
+        #expect(stale.read != nil, "a row was dropped and a slot is free: read again")
         // The follow-up read of the finished transfer, taken after its commit, no longer lists "a".
         let fresh = machine.queuedRead(try #require(finish.read), records: [queued("b")], earliestRetry: nil, now: 0)
         #expect(fresh.start.isEmpty, "'b' already runs")
         // A read asked for after the finish may start "a" again if it is queued again (a new state).
         let later = machine.queuedRead(
-            try #require(stale.readAgain), records: [queued("a", .queuedDelete)], earliestRetry: nil, now: 0)
+            try #require(stale.read), records: [queued("a", .queuedDelete)], earliestRetry: nil, now: 0)
         #expect(later.start.map(\.id) == ["a"])
     }
 
@@ -99,16 +99,16 @@ struct QueueStateMachineTests {
     @Test("a transfer cancelled by stopSync and ending after startSync is read again and restarted")
     func cancelledAfterRestart() throws {
         var machine = try syncing(bound: 2, running: ["a"])
-        #expect(machine.stopRequested() == [1])
-        #expect(machine.skippedUntilTrigger["a"] == .queuedUpload)
+        #expect(machine.stopRequested().cancel == [1])
+        #expect(machine.waitingForTrigger("a") == .queuedUpload)
         _ = machine.stopFinished()
         machine.syncStarted()
         machine.passStarted()  // the new sync's first pass: "a" is still busy, nothing starts
-        let passRead = try unwrap(machine.readQueued())
+        let passRead = try unwrap(machine.readQueued().read)
         let pass = machine.queuedRead(passRead, records: [queued("a")], earliestRetry: nil, now: 0)
         #expect(pass.start.isEmpty)
         let finish = machine.transferFinished("a", state: .queuedUpload, .cancelled)
-        #expect(machine.skippedUntilTrigger["a"] == nil, "syncing again: not held back")
+        #expect(machine.waitingForTrigger("a") == nil, "syncing again: not held back")
         let outcome = machine.queuedRead(try #require(finish.read), records: [queued("a")], earliestRetry: nil, now: 0)
         #expect(outcome.start.map(\.id) == ["a"])
     }
@@ -120,14 +120,14 @@ struct QueueStateMachineTests {
         _ = machine.stopFinished()
         let finish = machine.transferFinished("a", state: .queuedDownload, .cancelled)
         #expect(finish.read == nil, "sync is off: no follow-up read")
-        #expect(machine.skippedUntilTrigger["a"] == .queuedDownload)
+        #expect(machine.waitingForTrigger("a") == .queuedDownload)
         let generation = machine.manualRoundStarted()
-        let roundRead = try unwrap(machine.readQueued())
+        let roundRead = try unwrap(machine.readQueued().read)
         let skipped = machine.queuedRead(
             roundRead, records: [queued("a", .queuedDownload)], earliestRetry: nil, now: 0)
         #expect(skipped.start.isEmpty, "held back within the round")
         machine.passStarted()
-        let triggerRead = try unwrap(machine.readQueued())
+        let triggerRead = try unwrap(machine.readQueued().read)
         let retried = machine.queuedRead(
             triggerRead, records: [queued("a", .queuedDownload)], earliestRetry: nil, now: 0)
         #expect(retried.start.map(\.id) == ["a"], "the next trigger retries it")
@@ -150,15 +150,15 @@ struct QueueStateMachineTests {
         #expect(machine.mayStartOnRequest("v"))
         machine.startedOnRequest("v", state: .synced, handle: 9)
         #expect(!machine.mayStartOnRequest("v"))
-        let read = try unwrap(machine.readQueued())
+        let read = try unwrap(machine.readQueued().read)
         let outcome = machine.queuedRead(read, records: [], earliestRetry: 5_000, now: 1_000)
         #expect(outcome.wake?.delay == .seconds(4))
         machine.wakeScheduled(at: 5_000, handle: 20)
-        let cancelled = machine.stopRequested()
+        let cancelled = machine.stopRequested().cancel
         #expect(Set(cancelled) == [1, 20])
-        #expect(machine.retryWake == nil)
-        #expect(machine.transfers["v"] != nil)
-        let (late, _) = machine.stopFinished()
+        #expect(machine.retryWakeTime == nil)
+        #expect(machine.isTransferring("v"))
+        let late = machine.stopFinished().cancel
         #expect(late == [1], "a transfer still winding down is cancelled again, never the download asked for")
         let closing = machine.closeRequested()
         let again = machine.closeRequested()
@@ -169,26 +169,26 @@ struct QueueStateMachineTests {
     @Test("one retry timer: an earlier time replaces it, a later one does not, none while stopped")
     func retryTimer() throws {
         var machine = try syncing()
-        var read = try unwrap(machine.readQueued())
+        var read = try unwrap(machine.readQueued().read)
         let first = try unwrap(machine.queuedRead(read, records: [], earliestRetry: 10_000, now: 0).wake)
         #expect(first.time == 10_000 && first.replacing == nil)
         machine.wakeScheduled(at: 10_000, handle: 1)
-        read = try unwrap(machine.readQueued())
+        read = try unwrap(machine.readQueued().read)
         #expect(machine.queuedRead(read, records: [], earliestRetry: 20_000, now: 0).wake == nil)
-        read = try unwrap(machine.readQueued())
+        read = try unwrap(machine.readQueued().read)
         let earlier = try unwrap(machine.queuedRead(read, records: [], earliestRetry: 3_000, now: 1_000).wake)
         #expect(earlier.replacing == 1 && earlier.delay == .seconds(2))
         machine.wakeScheduled(at: 3_000, handle: 2)
         machine.wakeFired(at: 10_000)
-        #expect(machine.retryWake?.time == 3_000, "a replaced timer firing late changes nothing")
+        #expect(machine.retryWakeTime == 3_000, "a replaced timer firing late changes nothing")
         machine.wakeFired(at: 3_000)
-        #expect(machine.retryWake == nil)
-        read = try unwrap(machine.readQueued())
+        #expect(machine.retryWakeTime == nil)
+        read = try unwrap(machine.readQueued().read)
         let past = try unwrap(machine.queuedRead(read, records: [], earliestRetry: 500, now: 1_000).wake)
         #expect(past.delay == .zero, "a time already past wakes at once")
         _ = machine.stopRequested()
         let generation = machine.manualRoundStarted()
-        read = try unwrap(machine.readQueued())
+        read = try unwrap(machine.readQueued().read)
         #expect(
             machine.queuedRead(read, records: [], earliestRetry: 2_000, now: 0).wake == nil, "no timer unless syncing")
         machine.manualRoundEnded(generation)
@@ -198,7 +198,7 @@ struct QueueStateMachineTests {
     func runGenerations() throws {
         var machine = Machine(maxConcurrentTransfers: 2)
         let old = machine.manualRoundStarted()
-        let read = try unwrap(machine.readQueued())
+        let read = try unwrap(machine.readQueued().read)
         _ = machine.stopRequested()
         let outcome = machine.queuedRead(read, records: [queued("a")], earliestRetry: nil, now: 0)
         #expect(outcome.start.isEmpty, "stopSync came while the read was in flight")
@@ -215,8 +215,8 @@ struct QueueStateMachineTests {
         machine.operationStarted()
         machine.operationStarted()
         #expect(machine.parkUntilNoOperations(1) == nil)
-        #expect(machine.operationEnded().isEmpty)
-        #expect(machine.operationEnded() == [1])
+        #expect(machine.operationEnded().resume.isEmpty)
+        #expect(machine.operationEnded().resume == [1])
         #expect(machine.parkUntilNoOperations(2) == 2, "none in progress: go on at once")
         #expect(machine.parkUntilIdle(3) == nil)
         _ = machine.stopRequested()
@@ -230,9 +230,9 @@ struct QueueStateMachineTests {
     func failedRead() throws {
         var machine = Machine(maxConcurrentTransfers: 1)
         let generation = machine.manualRoundStarted()
-        let read = try unwrap(machine.readQueued())
+        let read = try unwrap(machine.readQueued().read)
         #expect(machine.parkUntilIdle(5) == nil)
-        #expect(machine.readFailed(read) == [5])
+        #expect(machine.readFailed(read).resume == [5])
         #expect(machine.isIdle)
         machine.manualRoundEnded(generation)
     }
@@ -277,20 +277,20 @@ struct QueueStateMachineTests {
             case 1:
                 _ = machine.stopRequested()
                 released.formUnion(machine.stopFinished().resume)
-            case 2: if let read = machine.readQueued() { pendingReads.append(read) }
+            case 2: if let read = machine.readQueued().read { pendingReads.append(read) }
             case 3 where !pendingReads.isEmpty:
                 let read = pendingReads.remove(at: Int(random.next() % UInt64(pendingReads.count)))
                 let records = ids.shuffled(using: &random).prefix(4).map { queued($0) }
                 let outcome = machine.queuedRead(read, records: records, earliestRetry: nil, now: 0)
                 for record in outcome.start {
-                    #expect(!machine.reserved.contains(record.id), "a reserved id never starts")
+                    #expect(!machine.isReserved(record.id), "a reserved id never starts")
                     machine.started(record.id, handle: nextHandle)
                     nextHandle += 1
                 }
-                if let again = outcome.readAgain { pendingReads.append(again) }
+                if let again = outcome.read { pendingReads.append(again) }
                 released.formUnion(outcome.resume)
-            case 4 where !machine.transfers.isEmpty:
-                let id = machine.transfers.keys.sorted()[Int(random.next() % UInt64(machine.transfers.count))]
+            case 4 where !(machine.transferCount == 0):
+                let id = machine.transferIDs.sorted()[Int(random.next() % UInt64(machine.transferCount))]
                 let finishes: [Machine.Finish] = [.done, .cancelled, .willRetry]
                 let outcome = machine.transferFinished(
                     id, state: .queuedUpload, finishes[Int(random.next() % 3)])
@@ -298,7 +298,7 @@ struct QueueStateMachineTests {
                 released.formUnion(outcome.resume)
             case 5:
                 let id = ids[Int(random.next() % UInt64(ids.count))]
-                if machine.transfers[id] == nil, !machine.reserve(id) { machine.release(id) }
+                if !machine.isTransferring(id), !machine.reserve(id) { machine.release(id) }
             case 6: machine.passStarted()
             case 7:
                 if machine.parkUntilIdle(step) == nil { parked.insert(step) }
@@ -308,7 +308,7 @@ struct QueueStateMachineTests {
                     nextHandle += 1
                 }
             }
-            #expect(machine.transfers.count <= bound + 1, "the bound (plus one download on request) holds")
+            #expect(machine.transferCount <= bound + 1, "the bound (plus one download on request) holds")
             #expect(machine.readsInFlight == pendingReads.count)
         }
         // Wind down: finish everything, answer every read with nothing.
@@ -316,7 +316,7 @@ struct QueueStateMachineTests {
             if let read = pendingReads.popLast() {
                 let outcome = machine.queuedRead(read, records: [], earliestRetry: nil, now: 0)
                 released.formUnion(outcome.resume)
-            } else if let id = machine.transfers.keys.first {
+            } else if let id = machine.transferIDs.first {
                 let outcome = machine.transferFinished(id, state: .queuedUpload, .done)
                 if let read = outcome.read { pendingReads.append(read) }
                 released.formUnion(outcome.resume)

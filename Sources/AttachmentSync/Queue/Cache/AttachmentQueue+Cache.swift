@@ -32,7 +32,7 @@ extension AttachmentQueue {
         let evictable = try await db.readTransaction { tx in try store.archivedBeyond(keep: limit, in: tx) }
         guard !evictable.isEmpty else { return }
         var evicted = 0
-        for record in evictable where machine.transfers[record.id] == nil {
+        for record in evictable where !machine.isTransferring(record.id) {
             guard try await evictArchived(record) else { continue }
             evicted += 1
         }
@@ -78,12 +78,12 @@ extension AttachmentQueue {
         let (used, candidates) = try await db.readTransaction { tx -> (Int64, [AttachmentRecord]) in
             let used = try store.localContentBytes(in: tx)
             guard used > budget else { return (used, []) }
-            return (used, try store.records(in: tx, where: CachePolicy.evictableSQL))
+            return (used, try store.evictable(in: tx))
         }
         guard used > budget else { return }
-        let ordered = policy.evictionOrder(used: used, candidates: candidates, busy: Set(machine.transfers.keys))
+        let ordered = policy.evictionOrder(used: used, candidates: candidates, busy: machine.transferIDs)
         var remaining = used
-        for record in ordered where remaining > budget && machine.transfers[record.id] == nil {
+        for record in ordered where remaining > budget && !machine.isTransferring(record.id) {
             guard let relative = record.localPath else { continue }
             if record.state == .archived {
                 guard try await evictArchived(record) else { continue }

@@ -5,7 +5,7 @@
 /// content (unless its transfer was given up), and on-demand content of synced attachments. Everything else
 /// is kept: pinned content, content that never reached remote storage, eagerly downloaded content and
 /// content of transfers in the queue. Evictable content goes least recently used first, archived before
-/// on-demand.
+/// on-demand. The store's ``AttachmentStore/cacheClassSQL`` says the same in SQL.
 struct CachePolicy: Sendable {
     /// Why a local file is kept, or that it may go.
     enum Class: String, Sendable, CaseIterable {
@@ -27,21 +27,6 @@ struct CachePolicy: Sendable {
         }
         return .kept
     }
-
-    /// ``classify(_:)`` as an SQL expression over the attachments table's columns, for queries that count
-    /// bytes by class without reading every record (the status snapshot). Tests check it agrees with
-    /// ``classify(_:)`` on every combination of the columns involved.
-    static let classSQL = """
-        CASE WHEN local_uri IS NULL THEN NULL \
-        WHEN coalesce(pinned, 0) = 1 THEN 'pinned' \
-        WHEN coalesce(has_synced, 0) = 0 THEN 'notUploaded' \
-        WHEN (state = \(AttachmentState.archived.rawValue) AND given_up IS NULL) \
-        OR (state = \(AttachmentState.synced.rawValue) AND coalesce(on_demand, 0) = 1) THEN 'evictable' \
-        ELSE 'kept' END
-        """
-
-    /// The condition selecting evictable records.
-    static let evictableSQL = "(\(classSQL)) = 'evictable'"
 
     /// The bytes allowed.
     var budget: Int64

@@ -32,7 +32,7 @@ extension AttachmentQueue {
                 }
                 try store.transition(
                     id: attachmentId, from: record.state, to: .queuedDelete, timestamp: timestamp,
-                    set: [("has_synced", false), ("given_up", nil)] + Self.retryStateCleared, in: tx)
+                    set: .set(.hasSynced, false) + .set(.givenUp, nil) + .retryStateCleared, in: tx)
                 record.state = .queuedDelete
                 record.hasSynced = false
                 record.givenUp = nil
@@ -52,7 +52,7 @@ extension AttachmentQueue {
                 do {
                     try await localStorage.deleteFile(filePath: localPath(relative))
                     try await db.writeTransaction { tx in
-                        try store.update(id: attachmentId, ifState: .queuedDelete, set: [("local_uri", nil)], in: tx)
+                        try store.update(id: attachmentId, ifState: .queuedDelete, set: .set(.localUri, nil), in: tx)
                     }
                     result.localPath = nil
                 } catch {
@@ -71,7 +71,7 @@ extension AttachmentQueue {
     /// (``Attachment/isLocalOnly``): it does what it says.
     public func clearQueue() async throws {
         try await operation {
-            for transfer in machine.transfers.values { transfer.handle?.cancel() }
+            for handle in machine.transferHandles.values { handle.cancel() }
             let store = store
             // First every record lets go of its file (so a crash in what follows leaves only files that
             // startup can attribute and remove), then the files go, then the records.

@@ -30,7 +30,7 @@ extension AttachmentQueue {
         try await waitForInit()
         let store = store
         let record = try await db.readTransaction { tx in
-            try store.records(in: tx, where: "filename = ?", parameters: [filename]).first
+            try store.records(filename: filename, in: tx).first
         }
         let localName: String
         if let record {

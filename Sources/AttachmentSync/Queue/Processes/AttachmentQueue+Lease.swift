@@ -47,7 +47,7 @@ extension AttachmentQueue {
                     logError("startup's check of files failed after taking over; the next startup checks again", error)
                 }
             }
-            for task in machine.leaseChanged(held: true) { task.cancel() }
+            perform(machine.leaseChanged(held: true))
             trigger()
         }
         return true
@@ -67,7 +67,7 @@ extension AttachmentQueue {
         guard leaseExpiresAt != nil || machine.holdsLease else { return }
         let wasHeld = leaseExpiresAt != nil
         leaseExpiresAt = nil
-        for task in machine.leaseChanged(held: false) { task.cancel() }
+        perform(machine.leaseChanged(held: false))
         if wasHeld {
             logger.notice(
                 "another process of the app took over the transfers",
@@ -87,7 +87,7 @@ extension AttachmentQueue {
     func releaseLease() async {
         guard leaseExpiresAt != nil else { return }
         leaseExpiresAt = nil
-        for task in machine.leaseChanged(held: false) { task.cancel() }
+        perform(machine.leaseChanged(held: false))
         let claims = claims
         do {
             try await db.writeTransaction { tx in try claims.releaseLease(of: .current, in: tx) }

@@ -58,9 +58,7 @@ extension AttachmentQueue {
             let store = store
             let timestamp = timestamps.next()
             let ids = try await db.writeTransaction { tx -> [String] in
-                let candidates = try store.records(
-                    in: tx,
-                    where: "given_up IS NOT NULL OR (state IN \(StateSet.queuedSQL) AND next_attempt_at IS NOT NULL)")
+                let candidates = try store.retryCandidates(in: tx)
                 return try candidates.compactMap { record in
                     try Self.requeue(record, timestamp: timestamp, store: store, in: tx)?.id
                 }
@@ -84,7 +82,7 @@ extension AttachmentQueue {
             guard
                 try store.transition(
                     id: record.id, from: .archived, to: givenUp, timestamp: timestamp,
-                    set: retryStateCleared + [("given_up", nil)], in: tx)
+                    set: .retryStateCleared + .set(.givenUp, nil), in: tx)
             else { return nil }
             retried.state = givenUp
             retried.timestamp = timestamp
@@ -93,7 +91,7 @@ extension AttachmentQueue {
         guard [.queuedUpload, .queuedDownload, .queuedDelete].contains(record.state), record.nextAttemptAt != nil
         else { return nil }
         // A retry time only: the state stays (so no trigger fires from the timestamp), the attempts count on.
-        guard try store.update(id: record.id, ifState: record.state, set: [("next_attempt_at", nil)], in: tx)
+        guard try store.update(id: record.id, ifState: record.state, set: .set(.nextAttemptAt, nil), in: tx)
         else { return nil }
         retried.attempts = record.attempts
         retried.lastError = record.lastError

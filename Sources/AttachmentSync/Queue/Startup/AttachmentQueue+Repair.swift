@@ -213,7 +213,7 @@ extension AttachmentQueue {
             guard let current = try store.record(id: id, in: tx), current.localPath == relative else { return false }
             return try store.transition(
                 id: id, from: .synced, to: .queuedUpload, timestamp: timestamp,
-                set: AttachmentQueue.retryStateCleared + [("has_synced", false), ("given_up", nil)], in: tx)
+                set: .retryStateCleared + .set(.hasSynced, false) + .set(.givenUp, nil), in: tx)
         }
         if requeued { machine.noteChanged(id) }
         return requeued
@@ -262,7 +262,7 @@ extension AttachmentQueue {
             if record.state == .synced, !record.onDemand {
                 return try store.transition(
                     id: id, from: .synced, to: .queuedDownload, timestamp: timestamp,
-                    set: AttachmentQueue.retryStateCleared + [("local_uri", nil)], in: tx)
+                    set: .retryStateCleared + .set(.localUri, nil), in: tx)
             }
             guard record.state == .synced || record.state == .archived else { return false }
             return try store.releaseUploadedContent(id: id, ifState: record.state, localPath: relative, in: tx)

@@ -188,7 +188,7 @@ extension AttachmentQueue {
                 changedFiles = true
                 try await localStorage.deleteFile(filePath: path)
                 try await db.writeTransaction { tx in
-                    try store.update(id: record.id, ifState: .queuedDelete, set: [("local_uri", nil)], in: tx)
+                    try store.update(id: record.id, ifState: .queuedDelete, set: .set(.localUri, nil), in: tx)
                 }
             case .keep, .completeSave:
                 if !exists {
@@ -199,7 +199,7 @@ extension AttachmentQueue {
                 if relative != stored {
                     try await db.writeTransaction { tx in
                         try store.update(
-                            id: record.id, ifState: record.state, set: [("local_uri", relative)], ifLocalPath: stored,
+                            id: record.id, ifState: record.state, set: .set(.localUri, relative), ifLocalPath: stored,
                             in: tx)
                     }
                 }
@@ -209,7 +209,7 @@ extension AttachmentQueue {
                 try await db.writeTransaction { tx in
                     try store.transition(
                         id: record.id, from: .synced, to: .queuedDownload, timestamp: timestamp,
-                        set: [("local_uri", nil)], ifLocalPath: stored, in: tx)
+                        set: .set(.localUri, nil), ifLocalPath: stored, in: tx)
                 }
             case .giveUpUpload:
                 logger.error(
@@ -218,15 +218,14 @@ extension AttachmentQueue {
                 try await db.writeTransaction { tx in
                     try store.transition(
                         id: record.id, from: .queuedUpload, to: .archived, timestamp: timestamp,
-                        set: [
-                            ("local_uri", nil), ("given_up", AttachmentState.queuedUpload.rawValue),
-                            ("last_error", "the file to upload was missing at startup"),
-                        ], ifLocalPath: stored, in: tx)
+                        set: .set(.localUri, nil) + .set(.givenUp, AttachmentState.queuedUpload.rawValue)
+                            + .set(.lastError, "the file to upload was missing at startup"), ifLocalPath: stored, in: tx
+                    )
                 }
             case .release:
                 try await db.writeTransaction { tx in
                     try store.update(
-                        id: record.id, ifState: record.state, set: [("local_uri", nil)], ifLocalPath: stored, in: tx)
+                        id: record.id, ifState: record.state, set: .set(.localUri, nil), ifLocalPath: stored, in: tx)
                 }
             }
             // The watch's reconcile may have read the record already.
@@ -444,7 +443,7 @@ extension AttachmentQueue {
         guard let touched = machine.touchedDuringCheck else { return true }
         if name.hasPrefix(FileName.temporaryPrefixOfThisProcess) { return false }
         let stem = FileName.idStem(of: FileName.attachmentName(in: name))
-        let busy = ofCommittedSave ? machine.reserved : touched
+        let busy = ofCommittedSave ? machine.reservedIDs : touched
         return !busy.contains { FileName.safeName($0, keepingDots: false)[...] == stem }
     }
 

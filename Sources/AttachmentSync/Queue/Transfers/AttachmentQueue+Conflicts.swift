@@ -64,7 +64,7 @@ extension AttachmentQueue {
                     guard
                         try store.transition(
                             id: id, from: .archived, to: .queuedUpload, timestamp: timestamp,
-                            set: AttachmentQueue.retryStateCleared + [("given_up", nil)], in: tx)
+                            set: .retryStateCleared + .set(.givenUp, nil), in: tx)
                     else { return nil }
                     return try store.record(id: id, in: tx)
                 }
@@ -73,10 +73,8 @@ extension AttachmentQueue {
                     guard
                         try store.transition(
                             id: id, from: .archived, to: .queuedDownload, timestamp: timestamp,
-                            set: AttachmentQueue.retryStateCleared + [
-                                ("given_up", nil), ("local_uri", nil), ("content_hash", nil), ("size", nil),
-                                ("has_synced", false),
-                            ], in: tx)
+                            set: .retryStateCleared + .set(.givenUp, nil) + .set(.localUri, nil)
+                                + .set(.contentHash, nil) + .set(.size, nil) + .set(.hasSynced, false), in: tx)
                     else { return nil }
                     return try store.record(id: id, in: tx)
                 }

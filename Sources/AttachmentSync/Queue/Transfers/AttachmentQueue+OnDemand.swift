@@ -56,7 +56,7 @@ extension AttachmentQueue {
                 try Task.checkCancellation()
                 continue
             }
-            if machine.reserved.contains(id) {
+            if machine.isReserved(id) {
                 throw AttachmentError(
                     code: .invalidState, message: "attachment \(String(reflecting: id)) is being saved",
                     attachmentId: id)
@@ -110,12 +110,7 @@ extension AttachmentQueue {
     public func raisePriority(attachmentId id: String) async throws {
         try await waitForInit()
         try ensureOpen()
-        let (pause, read) = machine.raise(id)
-        if let pause {
-            logger.debug("pausing a transfer for a raised attachment", metadata: ["for": "\(id)"])
-            pause.cancel()
-        }
-        if let read { await startQueuedTransfers(read) }
+        await run(machine.raise(id))
     }
 
     /// How many callers wait for the download of `id` asked for (for tests).
@@ -139,8 +134,8 @@ extension AttachmentQueue {
         let shared = SharedDownload()
         let worker = makeTransferWorker()
         let task = Task {
-            let outcome = await worker.perform(record, onDemand: true)
-            await self.sharedDownloadFinished(record, outcome: outcome)
+            let report = await worker.perform(record, onDemand: true)
+            await self.sharedDownloadFinished(record, report: report)
         }
         shared.task = task
         sharedDownloads[record.id] = shared
@@ -177,11 +172,11 @@ extension AttachmentQueue {
         }
     }
 
-    private func sharedDownloadFinished(_ record: AttachmentRecord, outcome: TransferOutcome) async {
+    private func sharedDownloadFinished(_ record: AttachmentRecord, report: TransferReport) async {
         let shared = sharedDownloads[record.id]
         sharedDownloads[record.id] = nil
         let result: Result<Attachment, any Error>
-        switch outcome {
+        switch report {
         case .completed:
             do {
                 if let attachment = try await readRecord(record.id)?.attachment(in: attachmentsDirectory) {
@@ -203,13 +198,14 @@ extension AttachmentQueue {
                     code: .invalidState,
                     message: "attachment \(String(reflecting: record.id)) changed while it downloaded",
                     attachmentId: record.id))
-        case .failedOnRequest(let error), .willRetry(let error, _, _), .archived(let error, _),
-            .waiting(let error, _, _, _):
+        case .failedOnRequest(let error):
             result = .failure(error)
+        case .failed(let failure):
+            result = .failure(failure.error)
         }
         for waiter in (shared?.waiters ?? [:]).values { waiter.resume(with: result) }
-        await transferFinished(record, outcome: outcome)
+        await transferFinished(record, report: report)
         // New content may take the cache over its budget: a pass enforces it (while syncing).
-        if case .completed = outcome, configuration.maxCacheBytes != nil { trigger() }
+        if case .completed = report, configuration.maxCacheBytes != nil { trigger() }
     }
 }

@@ -2,23 +2,17 @@ import Foundation
 import Logging
 
 extension AttachmentQueue {
-    /// What became of one transfer.
+    /// What became of one transfer, once booked.
     enum TransferOutcome: Sendable {
         /// Done and committed; `bytes` moved (0 for a delete).
         case completed(bytes: Int64)
         /// Done, but the record had changed meanwhile (deleted, archived, re-queued): nothing committed.
         case superseded
-        /// Interrupted by `stopSync`, `close` or a newer decision; not an error.
+        /// Interrupted by `stopSync`, `close`, a newer decision, or the network gone; not an error.
         case cancelled
-        /// Failed for the `attempt`-th time; the error handler (or the default) chose to retry, not before
-        /// `retryAt` (milliseconds since 1970) when set.
-        case willRetry(any Error, attempt: Int, retryAt: Int64?)
-        /// Failed in a way that is no failed try (see ``TransferWorker/WaitReason``): waits, not before
-        /// `retryAt` when set, its `attempt` count unchanged.
-        case waiting(any Error, reason: TransferWorker.WaitReason, attempt: Int, retryAt: Int64?)
-        /// Failed and archived after `attempts` tries (by the error handler, `maxAttempts`, or because the
-        /// local file to upload is gone).
-        case archived(any Error, attempts: Int)
+        /// Failed; its outcome (a retry, a wait or giving up) booked, or not (`booked` false: the write
+        /// failed, and the record is as it was).
+        case failed(any Error, FailureOutcome, booked: Bool)
         /// A download asked for on demand failed; nothing is booked (the caller decides what to do).
         case failedOnRequest(any Error)
     }
@@ -41,9 +35,6 @@ extension AttachmentQueue {
         TransferWorker(
             db: db, store: store, remote: remoteStorage, local: localStorage, errorHandler: errorHandler,
             directory: attachmentsDirectory, directoryPath: attachmentsPath, timestamps: timestamps, logger: logger,
-            failurePolicy: FailurePolicy(
-                retryBackoff: configuration.retryBackoff, maxAttempts: configuration.maxAttempts,
-                notUploadedYetBackoff: configuration.notUploadedYetBackoff),
             wallClock: wallClock, progress: progressCenter, files: files, throttles: throttles,
             network: networkNow, committer: downloadCommitter, localFiles: localFilePolicy)
     }
@@ -53,42 +44,34 @@ extension AttachmentQueue {
     func startTransfer(_ record: AttachmentRecord) {
         let worker = makeTransferWorker()
         let task = Task {
-            let outcome = await worker.perform(record)
-            await self.transferFinished(record, outcome: outcome)
+            let report = await worker.perform(record)
+            await self.transferFinished(record, report: report)
         }
         machine.started(record.id, handle: task)
     }
 
-    /// Books a finished transfer and keeps the queue moving: the next queued attachments start at once
-    /// (while syncing or during `syncNow`), and idle waiters are released when nothing is left in flight.
-    func transferFinished(_ record: AttachmentRecord, outcome: TransferOutcome) async {
-        let finish: Machine.Finish
-        switch outcome {
-        case .cancelled: finish = .cancelled
-        case .willRetry(let error, _, _):
-            finish = AdaptiveConcurrency.isOverload(error) ? .refused : .willRetry
-        case .waiting(_, let reason, _, _):
-            if reason == .localFiles {
-                machine.noteLocalFilesOutOfReach()
-                progressCenter.noteLocalFiles(outOfReach: true)
-            }
-            finish = .willRetry
-        case .completed, .superseded, .archived, .failedOnRequest: finish = .done
+    /// Books what a transfer did (see ``book(_:of:)``), then keeps the queue moving: the next queued
+    /// attachments start at once (while syncing or during `syncNow`), and idle waiters are released when
+    /// nothing is left in flight.
+    func transferFinished(_ record: AttachmentRecord, report finished: TransferReport) async {
+        let outcome = await book(finished, of: record)
+        if case .failed(_, .wait(.localFiles, _, _), _) = outcome {
+            progressCenter.noteLocalFiles(outOfReach: true)
         }
         if case .completed = outcome, machine.noteLocalFilesReached() {
             progressCenter.noteLocalFiles(outOfReach: false)
             await restartLocalFileWaits()
         }
-        let next = machine.transferFinished(record.id, state: record.state, finish)
+        let next = machine.transferFinished(record.id, state: record.state, outcome: outcome)
         progressCenter.noteConcurrency(machine.maxConcurrentTransfers, maximum: configuration.maxConcurrentTransfers)
         report(outcome, of: record, kind: TransferKind(record.state))
         switch outcome {
         case .completed, .superseded, .cancelled:
             break
-        case .willRetry(let error, _, _), .waiting(let error, _, _, _):
-            logError("\(record.state) failed; it will be retried", error, id: record.id)
-        case .archived(let error, _):
+        case .failed(let error, .giveUp, true):
             logError("\(record.state) failed; the attachment was archived", error, id: record.id)
+        case .failed(let error, _, _):
+            logError("\(record.state) failed; it will be retried", error, id: record.id)
         case .failedOnRequest(let error):
             logError("a download asked for failed", error, id: record.id)
         }
@@ -96,12 +79,70 @@ extension AttachmentQueue {
             // In a task of its own: this one is cancelled, and its database reads would fail.
             await Task { await self.discardUnwantedPartial(of: record) }.value
         }
-        if let read = next.read {
-            // In a task of its own: this transfer's task may have been cancelled (by stopSync, before sync
-            // was started again), and a cancelled task's database reads fail at once.
-            await Task { await self.startQueuedTransfers(read) }.value
+        await run(next)
+        perform(machine.resumeIfIdle())
+    }
+
+    /// Books a transfer's report: a failure's outcome is the state machine's decision
+    /// (``QueueStateMachine/failureOutcome(_:of:now:)``), written by the store while the transfer still
+    /// holds its slot, so no other transfer of the record can start before its retry time is in place. A
+    /// given-up upload lets the remote forget its partial upload.
+    func book(_ report: TransferReport, of record: AttachmentRecord) async -> TransferOutcome {
+        switch report {
+        case .completed(let bytes): return .completed(bytes: bytes)
+        case .superseded: return .superseded
+        case .cancelled: return .cancelled
+        case .failedOnRequest(let error): return .failedOnRequest(error)
+        case .failed(let failure):
+            var generator = SystemRandomNumberGenerator()
+            let decision = machine.failureOutcome(
+                failure, of: record, now: wallClock.milliseconds(), using: &generator)
+            switch decision {
+            case .interrupted:
+                logger.debug(
+                    "a transfer failed while the network is unreachable; not counted",
+                    metadata: ["attachment": "\(record.id)", "error": "\(failure.error)"])
+                return .cancelled
+            case .wait(let reason, _, _):
+                logger.debug(
+                    reason == .network
+                        ? "a transfer got no answer from remote storage; not counted"
+                        : "a transfer could not reach its local files; it waits for them, not counted",
+                    metadata: ["attachment": "\(record.id)", "error": "\(failure.error)"])
+            case .giveUp(let attempts, _, true):
+                logger.error(
+                    "giving up after \(attempts) failed attempts",
+                    metadata: ["attachment": "\(record.id)", "error": "\(failure.error)"])
+            case .giveUp where failure.kind == .conflict:
+                logger.warning(
+                    "remote storage holds other content under this attachment's name; the upload is given up",
+                    metadata: ["attachment": "\(record.id)"])
+            case .retry, .awaitUpload, .giveUp:
+                break
+            }
+            let store = store
+            let timestamp = timestamps.next()
+            let booked: Bool
+            do {
+                // In a task of its own: this transfer's task may have been cancelled meanwhile, and a
+                // cancelled task's database writes fail at once.
+                booked = try await Task {
+                    try await db.writeTransaction { tx in
+                        try store.book(decision, of: record, error: failure.error, timestamp: timestamp, in: tx)
+                    }
+                }.value
+            } catch {
+                logError("booking a failed transfer failed", error, id: record.id)
+                return .failed(failure.error, decision, booked: false)
+            }
+            guard case .giveUp = decision else { return .failed(failure.error, decision, booked: true) }
+            // Not archived: the record changed meanwhile, and what it is now stands.
+            guard booked else { return .superseded }
+            if record.state == .queuedUpload {
+                try? await remoteStorage.discardPartialUpload(attachment: record.attachment(in: attachmentsDirectory))
+            }
+            return .failed(failure.error, decision, booked: true)
         }
-        for waiter in next.resume + machine.resumeIfIdle() { waiter.resume() }
     }
 
     /// A transfer reached the local files again after others could not: those run at once, their backoff
@@ -148,25 +189,25 @@ extension AttachmentQueue {
             }
         case .superseded, .cancelled:
             progressCenter.end(id, status: .cancelled)
-        case .willRetry(let error, let attempt, let retryAt), .waiting(let error, _, let attempt, let retryAt):
+        case .failed(let error, let decision, let booked):
             let typed = AttachmentError.wrapping(error, attachmentId: id)
             progressCenter.end(id, status: .failed(typed))
-            let date = retryAt.map(WallClock.date(milliseconds:))
-            eventCenter.send(.failed(attachmentId: id, error: typed, attempt: attempt, retryAt: date))
-        case .archived(let error, let attempts):
-            let typed = AttachmentError.wrapping(error, attachmentId: id)
-            progressCenter.end(id, status: .failed(typed))
-            eventCenter.send(.gaveUp(attachmentId: id, error: typed, attempts: attempts))
+            switch decision {
+            case .giveUp(let attempts, _, _) where booked:
+                eventCenter.send(.gaveUp(attachmentId: id, error: typed, attempts: attempts))
+            case .retry(let attempt, _):
+                let date = booked ? decision.retryAt.map(WallClock.date(milliseconds:)) : nil
+                eventCenter.send(.failed(attachmentId: id, error: typed, attempt: attempt, retryAt: date))
+            default:
+                // A failure that spent no attempt reports the attempt count the record has.
+                let date = booked ? decision.retryAt.map(WallClock.date(milliseconds:)) : nil
+                let attempt = if case .giveUp(let attempts, _, _) = decision { attempts } else { record.attempts }
+                eventCenter.send(.failed(attachmentId: id, error: typed, attempt: attempt, retryAt: date))
+            }
         case .failedOnRequest(let error):
             let typed = AttachmentError.wrapping(error, attachmentId: id)
             progressCenter.end(id, status: .failed(typed))
             eventCenter.send(.failed(attachmentId: id, error: typed, attempt: record.attempts + 1, retryAt: nil))
         }
     }
-
-    /// Columns that clear a transfer's retry state once it succeeds.
-    static let retryStateCleared: [(column: String, value: (any SqlValueConvertible)?)] = [
-        ("attempts", 0), ("next_attempt_at", nil), ("last_error", nil), ("awaiting_upload", nil),
-        ("connectivity_failure", nil), ("local_unavailable", nil),
-    ]
 }

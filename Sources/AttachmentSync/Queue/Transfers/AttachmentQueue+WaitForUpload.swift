@@ -40,7 +40,7 @@ extension AttachmentQueue {
         }
         guard timeout > .zero else { throw Self.timedOut(attachmentId, timeout) }
         let records = try db.watch(
-            sql: "SELECT \(AttachmentRecord.columns) FROM \(store.table) WHERE id = ?", parameters: [attachmentId]
+            sql: store.recordByIdSQL, parameters: [attachmentId]
         ) { try AttachmentRecord(cursor: $0) }
         return try await withThrowingTaskGroup(of: Attachment?.self) { group in
             group.addTask {

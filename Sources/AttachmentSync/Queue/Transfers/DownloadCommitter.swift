@@ -24,7 +24,7 @@ final class DownloadCommitter: Sendable {
 
     private struct Waiting: Sendable {
         var entry: Entry
-        var continuation: CheckedContinuation<AttachmentQueue.TransferOutcome, any Error>
+        var continuation: CheckedContinuation<TransferReport, any Error>
     }
 
     private struct State: Sendable {
@@ -39,7 +39,7 @@ final class DownloadCommitter: Sendable {
 
     /// Puts the download in place and commits it with whatever else is waiting; returns its outcome. Runs to
     /// its end whatever happens to the calling task: the group is committed in a task of its own.
-    func commit(_ entry: Entry, with worker: TransferWorker) async throws -> AttachmentQueue.TransferOutcome {
+    func commit(_ entry: Entry, with worker: TransferWorker) async throws -> TransferReport {
         try await withCheckedThrowingContinuation { continuation in
             let starts = state.withLock { state -> Bool in
                 state.pending.append(Waiting(entry: entry, continuation: continuation))
@@ -73,8 +73,8 @@ extension TransferWorker {
     /// entry, in order.
     func commitDownloads(
         _ entries: [DownloadCommitter.Entry]
-    ) async -> [Result<AttachmentQueue.TransferOutcome, any Error>] {
-        var results = [Result<AttachmentQueue.TransferOutcome, any Error>?](repeating: nil, count: entries.count)
+    ) async -> [Result<TransferReport, any Error>] {
+        var results = [Result<TransferReport, any Error>?](repeating: nil, count: entries.count)
         func failAll(_ indexes: [Int], _ error: any Error) {
             for index in indexes { results[index] = .failure(error) }
         }
@@ -118,7 +118,7 @@ extension TransferWorker {
     /// The transaction of a group of downloads in place, and the clean-up of those it could not commit.
     private func commitPlaced(
         _ entries: [DownloadCommitter.Entry], _ placed: [Int],
-        into results: inout [Result<AttachmentQueue.TransferOutcome, any Error>?]
+        into results: inout [Result<TransferReport, any Error>?]
     ) async {
         let store = store
         let now = wallClock.milliseconds()
@@ -188,10 +188,9 @@ extension TransferWorker {
         _ entry: DownloadCommitter.Entry, timestamp: Int64, now: Int64, store: AttachmentStore, in tx: SqlTransaction
     ) throws -> (committed: Bool, current: AttachmentRecord?) {
         let record = entry.record
-        let contentColumns: [(column: String, value: (any SqlValueConvertible)?)] = [
-            ("has_synced", true), ("size", entry.size), ("local_uri", entry.localName), ("content_hash", entry.sha256),
-            ("last_used_at", now),
-        ]
+        let contentColumns: RecordChange =
+            .hasSynced(true) + .content(size: entry.size, sha256: entry.sha256) + .localFile(entry.localName)
+            + .set(.lastUsedAt, now)
         let accepted: Set<AttachmentState> =
             record.state == .queuedDownload ? [.queuedDownload] : [.queuedDownload, .synced, .archived]
         guard let current = try store.record(id: record.id, in: tx), accepted.contains(current.state),
@@ -203,7 +202,7 @@ extension TransferWorker {
             return (
                 try store.transition(
                     id: record.id, from: .queuedDownload, to: .synced, timestamp: timestamp,
-                    set: contentColumns + AttachmentQueue.retryStateCleared, in: tx), current
+                    set: contentColumns + .retryStateCleared, in: tx), current
             )
         }
         return (try store.update(id: record.id, ifState: current.state, set: contentColumns, in: tx), current)

@@ -4,7 +4,6 @@ import Logging
 /// Runs one transfer (upload, download or remote delete) and commits its result, off the queue's actor:
 /// everything it needs is in its properties, made by the queue for each transfer.
 struct TransferWorker: Sendable {
-    typealias TransferOutcome = AttachmentQueue.TransferOutcome
 
     let db: LocalDatabase
     let store: AttachmentStore
@@ -16,7 +15,6 @@ struct TransferWorker: Sendable {
     let directoryPath: String
     let timestamps: MonotonicTimestamps
     let logger: Logger
-    let failurePolicy: FailurePolicy
     let wallClock: WallClock
     let progress: ProgressCenter
     let files: any FileOperations
@@ -44,7 +42,7 @@ struct TransferWorker: Sendable {
     /// record's state (a remote-only `synced` or `archived` record, say).
     func perform(
         _ record: AttachmentRecord, onDemand: Bool = false
-    ) async -> TransferOutcome {
+    ) async -> TransferReport {
         let attachment = record.attachment(inPath: directoryPath)
         do {
             try Task.checkCancellation()
@@ -64,13 +62,13 @@ struct TransferWorker: Sendable {
             }
         } catch {
             if Task.isCancelled || error is CancellationError { return .cancelled }
-            return await handleFailure(record, attachment, error)
+            return .failed(await classify(record, attachment, error))
         }
     }
 
     private func upload(
         _ record: AttachmentRecord, _ attachment: Attachment
-    ) async throws -> TransferOutcome {
+    ) async throws -> TransferReport {
         guard let path = attachment.localUri, try await local.fileExists(filePath: path) else {
             // Only a file the file system says is not there ("no such file") is gone. One it cannot look at
             // (throws) or sees where the adapter does not may be intact: that is no reason to let go of it.
@@ -84,7 +82,7 @@ struct TransferWorker: Sendable {
             let error = AttachmentError(
                 code: .localFileNotFound,
                 message: "the file to upload is missing", attachmentId: record.id, path: attachment.localUri)
-            return try await giveUp(record, because: error, clearingLocalPath: true)
+            return .failed(TransferFailure(error: error, kind: .localFileGone))
         }
         let id = record.id
         let size: Int64
@@ -93,7 +91,7 @@ struct TransferWorker: Sendable {
             if record.contentHash != nil || record.size != nil {
                 let digest = try await files.digest(ofFileAt: url.path)
                 if let damaged = changedSinceSave(record, size: digest.size, sha256: digest.sha256, path: path) {
-                    return try await giveUp(record, because: damaged, attempts: record.attempts + 1)
+                    return .failed(TransferFailure(error: damaged, kind: .changedSinceSave))
                 }
             }
             progress.begin(id, direction: .upload, totalBytes: size)
@@ -110,7 +108,7 @@ struct TransferWorker: Sendable {
             let data = try await local.readFile(filePath: path, mediaType: record.mediaType)
             size = Int64(data.count)
             if let damaged = changedSinceSave(record, size: size, sha256: FileStreaming.sha256(data), path: path) {
-                return try await giveUp(record, because: damaged, attempts: record.attempts + 1)
+                return .failed(TransferFailure(error: damaged, kind: .changedSinceSave))
             }
             progress.begin(id, direction: .upload, totalBytes: size)
             try await BandwidthThrottle.$current.withValue(throttles.upload) {
@@ -120,9 +118,7 @@ struct TransferWorker: Sendable {
         let store = store
         let timestamp = timestamps.next()
         let committed = try await db.writeTransaction { tx in
-            try store.transition(
-                id: record.id, from: .queuedUpload, to: .synced, timestamp: timestamp,
-                set: [("has_synced", true), ("size", size)] + AttachmentQueue.retryStateCleared, in: tx)
+            try store.markUploaded(id: record.id, size: size, timestamp: timestamp, in: tx)
         }
         logger.debug("uploaded", metadata: ["attachment": "\(record.id)", "bytes": "\(size)"])
         return committed ? .completed(bytes: size) : .superseded
@@ -156,7 +152,7 @@ struct TransferWorker: Sendable {
     /// the adapter starts over when it sees the object changed, and the whole file is checked anyway.
     private func download(
         _ record: AttachmentRecord, _ attachment: Attachment
-    ) async throws -> TransferOutcome {
+    ) async throws -> TransferReport {
         let localName = try record.localName()
         let finalPath = FileName.join(directoryPath, localName)
         let stagingPath = FileName.join(directoryPath, FileName.downloadingName(for: localName))
@@ -264,7 +260,7 @@ struct TransferWorker: Sendable {
 
     private func delete(
         _ record: AttachmentRecord, _ attachment: Attachment
-    ) async throws -> TransferOutcome {
+    ) async throws -> TransferReport {
         // An upload interrupted before the delete will never resume: let the remote forget it.
         if !record.hasSynced { try await remote.discardPartialUpload(attachment: attachment) }
         try await remote.deleteFile(attachment: attachment)
@@ -273,131 +269,40 @@ struct TransferWorker: Sendable {
         }
         let store = store
         let deleted = try await db.writeTransaction { tx in
-            try store.delete(id: record.id, ifState: .queuedDelete, in: tx)
+            try store.markDeleted(id: record.id, in: tx)
         }
         logger.debug("deleted", metadata: ["attachment": "\(record.id)"])
         return deleted ? .completed(bytes: 0) : .superseded
     }
 
-    /// Counts the failure, then retries after the backoff delay (or the server's `Retry-After`, when
-    /// longer, but never beyond the backoff's ``RetryBackoff/maximumDelay``) or gives up: the error handler
-    /// decides first (given the attempt count), then `maxAttempts`.
-    ///
-    /// Two kinds of failure are no failed try of the transfer and are neither counted nor given to the error
-    /// handler: the local files out of reach (any file system error but "no such file": a permission, an I/O
-    /// error, a locked device's protected data), and the network's (no answer from remote storage at all,
-    /// whatever the network source says at that moment). The transfer waits on its own backoff and runs
-    /// again at once when the files are in reach again or the network comes back.
-    private func handleFailure(
+    /// Finds out what kind of failure `error` is (see ``TransferFailure/Kind``), asking the error handler
+    /// when its verdict matters: not for failures that spend no attempt (the local files out of reach, the
+    /// network's) nor for a conflict, which trying again cannot help. Decides nothing and writes nothing.
+    private func classify(
         _ record: AttachmentRecord, _ attachment: Attachment, _ error: any Error
-    ) async -> TransferOutcome {
-        let attempt = record.attempts + 1
-        if record.state == .queuedUpload, (error as? AttachmentError)?.code == .conflict {
-            // Trying again cannot help: the remote keeps the other content until the app resolves it.
-            logger.warning(
-                "remote storage holds other content under this attachment's name; the upload is given up",
-                metadata: ["attachment": "\(record.id)"])
-            return (try? await giveUp(record, because: error, attempts: attempt))
-                ?? .willRetry(error, attempt: attempt, retryAt: nil)
+    ) async -> TransferFailure {
+        let code = (error as? AttachmentError)?.code
+        if record.state == .queuedUpload, code == .conflict {
+            return TransferFailure(error: error, kind: .conflict)
         }
         if (try? localFilesOutOfReach(record, attachment, error)) ?? true {
-            logger.warning(
-                "a transfer could not reach its local files; it waits for them, not counted as a failed try",
-                metadata: ["attachment": "\(record.id)", "error": "\(error)"])
-            return await waitWithoutAttempt(record, error, for: .localFiles)
+            return TransferFailure(error: error, kind: .localFilesOutOfReach)
         }
         if !network.withLock({ $0.isReachable }) {
-            // The network is gone: this is no failed try. The transfer waits for it (as if interrupted).
-            logger.debug(
-                "a transfer failed while the network is unreachable; not counted",
-                metadata: ["attachment": "\(record.id)", "error": "\(error)"])
-            return .cancelled
+            return TransferFailure(error: error, kind: .networkGone)
         }
         if Self.isConnectivityFailure(error) {
-            // No answer at all: the network's failure, even if the network source has not said so yet.
-            logger.debug(
-                "a transfer got no answer from remote storage; not counted",
-                metadata: ["attachment": "\(record.id)", "error": "\(error)"])
-            return await waitWithoutAttempt(record, error, for: .network)
+            return TransferFailure(error: error, kind: .noAnswer)
         }
         var handlerRetries = true
         if let handler = errorHandler {
-            handlerRetries = await handler.shouldRetry(attachment: attachment, error: error, attempt: attempt)
+            handlerRetries = await handler.shouldRetry(
+                attachment: attachment, error: error, attempt: record.attempts + 1)
         }
-        var generator = SystemRandomNumberGenerator()
-        if record.state == .queuedDownload, (error as? AttachmentError)?.code == .remoteNotFound {
-            return await awaitUpload(record, error, handlerRetries: handlerRetries, using: &generator)
+        if record.state == .queuedDownload, code == .remoteNotFound {
+            return TransferFailure(error: error, kind: .notUploadedYet(handlerRetries: handlerRetries))
         }
-        let decision = failurePolicy.decide(
-            attempt: attempt, handlerRetries: handlerRetries, retryAfter: (error as? AttachmentError)?.retryAfter,
-            now: wallClock.milliseconds(), using: &generator)
-        do {
-            let next: Int64
-            switch decision {
-            case .retry(let at):
-                next = at
-            case .giveUpAfterMaxAttempts:
-                logger.error(
-                    "giving up after \(attempt) failed attempts",
-                    metadata: ["attachment": "\(record.id)", "error": "\(error)"])
-                return try await giveUp(record, because: error, attempts: attempt)
-            case .giveUpByHandler:
-                return try await giveUp(record, because: error, attempts: attempt)
-            }
-            let store = store
-            let message = String(describing: error).prefix(1000)
-            _ = try await db.writeTransaction { tx in
-                // The timestamp stays: a failure is no state change, and must not wake the sync trigger.
-                try store.update(
-                    id: record.id, ifState: record.state,
-                    set: [
-                        ("attempts", attempt), ("next_attempt_at", next), ("last_error", String(message)),
-                        ("awaiting_upload", nil), ("connectivity_failure", nil), ("local_unavailable", nil),
-                    ], in: tx)
-            }
-            return .willRetry(error, attempt: attempt, retryAt: next)
-        } catch {
-            return .willRetry(error, attempt: attempt, retryAt: nil)
-        }
-    }
-
-    /// Why a transfer waits without having spent an attempt.
-    enum WaitReason: Sendable {
-        /// No answer from remote storage.
-        case network
-        /// The local file or folder was out of reach.
-        case localFiles
-    }
-
-    /// Books a failure that is no failed try (see ``handleFailure(_:_:_:)``): the attempt count stays, the
-    /// count of such failures in a row (per `reason`) sets the backoff, and the error handler is not asked.
-    private func waitWithoutAttempt(
-        _ record: AttachmentRecord, _ error: any Error, for reason: WaitReason
-    ) async -> TransferOutcome {
-        let (column, other, previous) =
-            switch reason {
-            case .network: ("connectivity_failure", "local_unavailable", record.connectivityFailures)
-            case .localFiles: ("local_unavailable", "connectivity_failure", record.localUnavailable)
-            }
-        let waits = (previous ?? 0) + 1
-        var generator = SystemRandomNumberGenerator()
-        let next = failurePolicy.retryTime(afterWait: waits, now: wallClock.milliseconds(), using: &generator)
-        let store = store
-        let message = String(String(describing: error).prefix(1000))
-        do {
-            _ = try await db.writeTransaction { tx in
-                // The timestamp stays: a failure is no state change, and must not wake the sync trigger.
-                try store.update(
-                    id: record.id, ifState: record.state,
-                    set: [
-                        ("next_attempt_at", next), ("last_error", message), (column, waits), (other, nil),
-                        ("awaiting_upload", nil),
-                    ], in: tx)
-            }
-        } catch {
-            return .waiting(error, reason: reason, attempt: record.attempts, retryAt: nil)
-        }
-        return .waiting(error, reason: reason, attempt: record.attempts, retryAt: next)
+        return TransferFailure(error: error, kind: .other(handlerRetries: handlerRetries))
     }
 
     /// Whether a transfer failed because its local files were out of reach: the error is a file system
@@ -445,64 +350,5 @@ struct TransferWorker: Sendable {
         guard let error = error as? AttachmentError, error.code == .remoteUnavailable, error.retryAfter == nil
         else { return false }
         return !(error.underlying is any RemoteOverloadSignal)
-    }
-
-    /// A download found no remote file: the device that saved the attachment has not uploaded it yet. The
-    /// record waits (``AttachmentRecord/awaitingUpload`` counts the answers) on its own slower backoff,
-    /// without spending an attempt, unless the error handler gives it up.
-    private func awaitUpload(
-        _ record: AttachmentRecord, _ error: any Error, handlerRetries: Bool,
-        using generator: inout some RandomNumberGenerator
-    ) async -> TransferOutcome {
-        let wait = (record.awaitingUpload ?? 0) + 1
-        let decision = failurePolicy.decideNotUploadedYet(
-            wait: wait, handlerRetries: handlerRetries, now: wallClock.milliseconds(), using: &generator)
-        do {
-            guard case .retry(let next) = decision else {
-                return try await giveUp(record, because: error, attempts: record.attempts + 1)
-            }
-            let store = store
-            let message = String(describing: error).prefix(1000)
-            _ = try await db.writeTransaction { tx in
-                try store.update(
-                    id: record.id, ifState: .queuedDownload,
-                    set: [("awaiting_upload", wait), ("next_attempt_at", next), ("last_error", String(message))],
-                    in: tx)
-            }
-            logger.debug(
-                "the remote has no file yet; waiting for the upload",
-                metadata: ["attachment": "\(record.id)", "wait": "\(wait)"])
-            return .willRetry(error, attempt: record.attempts, retryAt: next)
-        } catch {
-            return .willRetry(error, attempt: record.attempts, retryAt: nil)
-        }
-    }
-
-    /// Gives a transfer up: the record is archived and marked (``AttachmentRecord/givenUp``), with its attempt
-    /// count and error. A given-up upload keeps its local file, the only copy: archived content that never
-    /// reached remote storage is never evicted or purged, and is uploaded again by
-    /// ``AttachmentQueue/retry(attachmentId:)`` or when a row refers to it anew.
-    private func giveUp(
-        _ record: AttachmentRecord, because error: any Error, clearingLocalPath: Bool = false, attempts: Int = 1
-    ) async throws -> TransferOutcome {
-        let store = store
-        let timestamp = timestamps.next()
-        // A given-up delete's local file was removed by deleteFile (or is being): the record lets go of it,
-        // whether or not deleteFile got to say so first (a file still there is removed at startup).
-        let releasing = clearingLocalPath || record.state == .queuedDelete
-        let archived = try await db.writeTransaction { tx in
-            try store.transition(
-                id: record.id, from: record.state, to: .archived, timestamp: timestamp,
-                set: (releasing ? [("local_uri", nil)] : []) + [
-                    ("attempts", attempts), ("next_attempt_at", nil),
-                    ("last_error", String(String(describing: error).prefix(1000))),
-                    ("given_up", record.state.rawValue), ("awaiting_upload", nil),
-                ],
-                in: tx)
-        }
-        if archived, record.state == .queuedUpload {
-            try? await remote.discardPartialUpload(attachment: record.attachment(inPath: directoryPath))
-        }
-        return archived ? .archived(error, attempts: attempts) : .superseded
     }
 }

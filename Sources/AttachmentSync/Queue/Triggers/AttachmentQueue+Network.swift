@@ -34,7 +34,7 @@ extension AttachmentQueue {
         if previous != conditions {
             logger.info("network conditions changed", metadata: ["from": "\(previous)", "to": "\(conditions)"])
         }
-        for handle in change.cancel { handle.cancel() }
+        perform(change.actions)
         if change.regained {
             let store = store
             do {

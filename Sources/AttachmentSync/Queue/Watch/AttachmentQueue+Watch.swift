@@ -103,7 +103,7 @@ extension AttachmentQueue {
             // and take the write lock only when there is something to write (deciding again inside it, on
             // the data it will change).
             var decision = try await db.readTransaction(decide)
-            let runningBefore = machine.transfers.compactMapValues(\.handle)
+            let runningBefore = machine.transferHandles
             if !decision.isEmpty {
                 decision = try await db.writeTransaction { tx in
                     let decision = try decide(tx)
@@ -117,16 +117,14 @@ extension AttachmentQueue {
                     for id in decision.reuploads {
                         try store.transition(
                             id: id, from: .archived, to: .queuedUpload, timestamp: timestamps.next(),
-                            set: AttachmentQueue.retryStateCleared + [("given_up", nil)], in: tx)
+                            set: .retryStateCleared + .set(.givenUp, nil), in: tx)
                     }
                     for record in decision.requeues {
                         try store.transition(
                             id: record.id, from: .archived, to: record.state, timestamp: timestamps.next(),
-                            set: AttachmentQueue.retryStateCleared + [("given_up", nil)] + [
-                                ("media_type", record.mediaType), ("meta_data", record.metaData),
-                                ("on_demand", record.onDemand), ("content_hash", record.contentHash),
-                                ("size", record.size),
-                            ], in: tx)
+                            set: .retryStateCleared + .set(.givenUp, nil) + .set(.mediaType, record.mediaType)
+                                + .set(.metaData, record.metaData) + .set(.onDemand, record.onDemand)
+                                + .set(.contentHash, record.contentHash) + .set(.size, record.size), in: tx)
                     }
                     for record in decision.learned {
                         try store.learn(contentHash: record.contentHash, size: record.size, id: record.id, in: tx)
@@ -134,9 +132,8 @@ extension AttachmentQueue {
                     for record in decision.refetches {
                         try store.transition(
                             id: record.id, from: .synced, to: record.state, timestamp: timestamps.next(),
-                            set: AttachmentQueue.retryStateCleared + [
-                                ("local_uri", nil), ("content_hash", record.contentHash), ("size", record.size),
-                            ], in: tx)
+                            set: .retryStateCleared + .set(.localUri, nil) + .set(.contentHash, record.contentHash)
+                                + .set(.size, record.size), in: tx)
                     }
                     for archive in decision.archives {
                         try store.transition(

@@ -1,0 +1,121 @@
+/// The reads that describe the table as a whole, for the status snapshot and the tools that inspect a
+/// database: sums, checks of the table's shape, outliers.
+extension AttachmentStore {
+    /// ``CachePolicy/classify(_:)`` as an SQL expression over the table's columns, for queries that count
+    /// bytes by class without reading every record (the status snapshot) and for ``evictable(in:)``. Tests
+    /// check it agrees with ``CachePolicy/classify(_:)`` on every combination of the columns involved.
+    static let cacheClassSQL = """
+        CASE WHEN local_uri IS NULL THEN NULL \
+        WHEN coalesce(pinned, 0) = 1 THEN 'pinned' \
+        WHEN coalesce(has_synced, 0) = 0 THEN 'notUploaded' \
+        WHEN (state = \(AttachmentState.archived.rawValue) AND given_up IS NULL) \
+        OR (state = \(AttachmentState.synced.rawValue) AND coalesce(on_demand, 0) = 1) THEN 'evictable' \
+        ELSE 'kept' END
+        """
+
+    /// A record's size as sums count it: an integer of at least 0, else `NULL`. A size of another storage
+    /// class (text, real, blob) or a negative one is not a byte count: sums leave it out, and the status
+    /// counts it as invalid. Sums are `total()` (floating point, which no row count or size overflows: exact
+    /// up to 2^53 bytes, 8 PiB) cast back to an integer, which SQLite saturates at `Int64.max`.
+    static let countedSizeSQL = "(CASE WHEN typeof(size) = 'integer' AND size >= 0 THEN size END)"
+
+    /// Whether a record's size is there but not a byte count (see ``countedSizeSQL``).
+    static let invalidSizeSQL = "(size IS NOT NULL AND \(countedSizeSQL) IS NULL)"
+
+    /// The status snapshot's query, one row per kind: 0 totals by state (the records of unknown size in
+    /// `attempts`, of an invalid size in `next`), 1 a transfer waiting for its retry, 2 a given-up transfer,
+    /// 3 the content never uploaded, 4 local bytes by ``CachePolicy/Class`` (its name in `id`).
+    /// `QueueStatus` reads the rows. Every sum counts valid sizes only (``countedSizeSQL``) and saturates.
+    var statusSQL: String {
+        let size = Self.countedSizeSQL
+        return """
+            SELECT 0 AS kind, state, count(*) AS n, CAST(total(\(size)) AS INTEGER) AS bytes,
+                   CAST(total(CASE WHEN local_uri IS NOT NULL THEN \(size) END) AS INTEGER) AS local,
+                   NULL AS id, count(*) - count(size) AS attempts, count(size) - count(\(size)) AS next, NULL AS err,
+                   NULL AS net, NULL AS lfs
+            FROM \(table) GROUP BY state
+            UNION ALL
+            SELECT 1, state, NULL, NULL, coalesce(awaiting_upload, 0), id, attempts, next_attempt_at, last_error,
+                   connectivity_failure, local_unavailable
+            FROM \(table) WHERE next_attempt_at IS NOT NULL AND state IN \(StateSet.queuedSQL)
+            UNION ALL
+            SELECT 2, given_up, NULL, NULL, 0, id, attempts,
+                   CASE WHEN local_uri IS NOT NULL AND coalesce(has_synced, 0) = 0 THEN 1 ELSE 0 END, last_error, NULL, NULL
+            FROM \(table) WHERE given_up IS NOT NULL AND state = \(AttachmentState.archived.rawValue)
+            UNION ALL
+            SELECT 3, \(AttachmentState.queuedUpload.rawValue), count(*), CAST(total(\(size)) AS INTEGER), 0, NULL, NULL, NULL, NULL, NULL, NULL
+            FROM \(table) WHERE local_uri IS NOT NULL AND coalesce(has_synced, 0) = 0 AND state IN \(StateSet.sql([.queuedUpload, .archived]))
+            UNION ALL
+            SELECT 4, 0, count(*), CAST(total(\(size)) AS INTEGER), 0, class, NULL, NULL, NULL, NULL, NULL
+            FROM (SELECT size, \(Self.cacheClassSQL) AS class FROM \(table) WHERE local_uri IS NOT NULL) GROUP BY class
+            """
+    }
+
+    /// Throws ``AttachmentError/Code-swift.struct/invalidConfiguration`` naming the table unless it exists
+    /// with every attachment column.
+    func checkTable(in tx: SqlTransaction) throws {
+        let present = try columnNames(in: tx)
+        let table = unquotedName
+        guard !present.isEmpty else {
+            throw AttachmentError(
+                code: .invalidConfiguration,
+                message: "the database has no table \(String(reflecting: table)); add "
+                    + "createAttachmentTable(name: \(String(reflecting: table))) to its Schema",
+                name: table)
+        }
+        let missing = (["id"] + AttachmentColumn.allCases.map(\.name)).filter { !present.contains($0) }
+        guard missing.isEmpty else {
+            throw AttachmentError(
+                code: .invalidConfiguration,
+                message: "table \(String(reflecting: table)) lacks the attachment columns "
+                    + missing.joined(separator: ", ") + "; declare it with createAttachmentTable(name:)",
+                name: table)
+        }
+    }
+
+    /// The `limit` records with the most bytes, largest first.
+    func largest(limit: Int, in tx: SqlTransaction) throws -> [AttachmentRecord] {
+        try tx.cached.getAll(
+            sql:
+                "SELECT \(AttachmentRecord.columns) FROM \(table) WHERE \(Self.countedSizeSQL) IS NOT NULL "
+                + "ORDER BY size DESC, id LIMIT ?",
+            parameters: [limit]
+        ) { try AttachmentRecord(cursor: $0) }
+    }
+
+    /// Up to `limit` records whose size is not a byte count (``invalidSizeSQL``), by id: their id, state
+    /// (`nil` when it is not one) and size as stored.
+    func invalidSizes(limit: Int, in tx: SqlTransaction) throws -> [(
+        id: String, state: AttachmentState?, size: SqlValue
+    )] {
+        try tx.cached.getAll(
+            sql: "SELECT id, state, size FROM \(table) WHERE \(Self.invalidSizeSQL) ORDER BY id LIMIT ?",
+            parameters: [limit]
+        ) { cursor in
+            var state: AttachmentState?
+            if case .integer(let raw) = try cursor.getValue(name: "state") {
+                state = Int(exactly: raw).flatMap(AttachmentState.init(rawValue:))
+            }
+            let id = try cursor.getValue(name: "id")
+            if case .text(let text) = id { return (id: text, state: state, size: try cursor.getValue(name: "size")) }
+            return (id: id.description, state: state, size: try cursor.getValue(name: "size"))
+        }
+    }
+
+    /// How many records the table holds.
+    func count(in tx: SqlTransaction) throws -> Int {
+        try tx.cached.get(sql: "SELECT count(*) AS n FROM \(table)") { try $0.getInt(name: "n") }
+    }
+
+    /// The names of the columns the table has, to check it before the queue starts.
+    func columnNames(in tx: SqlTransaction) throws -> Set<String> {
+        Set(
+            try tx.cached.getAll(sql: "SELECT name FROM pragma_table_info(?)", parameters: [unquotedName]) {
+                try $0.getString(name: "name").lowercased()
+            })
+    }
+
+    private var unquotedName: String {
+        String(table.dropFirst().dropLast()).replacingOccurrences(of: "\"\"", with: "\"")
+    }
+}
