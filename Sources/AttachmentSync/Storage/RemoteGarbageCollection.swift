@@ -128,9 +128,7 @@ public struct RemoteGarbageCollection: Sendable {
         do {
             return try await db.readTransaction { tx in
                 try store.checkTable(in: tx)
-                return try tx.getAll(sql: "SELECT id, filename FROM \(store.table)") { cursor in
-                    try cursor.getStringOptional(name: "filename") ?? cursor.getString(name: "id")
-                }
+                return try store.filenames(in: tx)
             }
         } catch var error as LocalDatabaseError {
             if error.path == nil { error.path = db.path }

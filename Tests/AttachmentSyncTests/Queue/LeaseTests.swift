@@ -67,8 +67,9 @@ struct LeaseTests {
 
     @Test("the files of another process's save in progress are left alone until that process is gone")
     func savesInProgressOfOtherProcesses() async throws {
-        // A real process stands for the other one: its id is alive, then dead.
-        let sleeper = try ChildProcess("/bin/sleep", ["60"])
+        // A real process stands for the other one: its id is alive (until the test kills it: it must outlive
+        // the steps below however slow the machine), then dead.
+        let sleeper = try ChildProcess("/bin/sleep", ["3600"])
         defer { sleeper.kill() }
         let device = try QueueHarness()
         try await device.queue.waitForInit()

@@ -4,41 +4,41 @@
 extension Array where Element == QueueStateMachine<Int, Int>.Action {
     /// The transfers to start, in order.
     var start: [AttachmentRecord] {
-        flatMap { action -> [AttachmentRecord] in
-            if case .startTransfers(let records) = action { return records }
-            return []
+        values {
+            if case .startTransfers(let records) = $0 { records } else { nil }
         }
     }
 
     /// The read of the queued records asked for, if any.
     var read: QueueStateMachine<Int, Int>.Read? {
-        lazy.compactMap { action in
-            if case .readQueued(let read) = action { return read }
-            return nil
+        values {
+            if case .readQueued(let read) = $0 { [read] } else { nil }
         }.first
     }
 
     /// The tasks to cancel.
     var cancel: [Int] {
-        flatMap { action -> [Int] in
-            if case .cancel(let handles) = action { return handles }
-            return []
+        values {
+            if case .cancel(let handles) = $0 { handles } else { nil }
         }
     }
 
     /// The waiters to resume.
     var resume: [Int] {
-        flatMap { action -> [Int] in
-            if case .resume(let waiters) = action { return waiters }
-            return []
+        values {
+            if case .resume(let waiters) = $0 { waiters } else { nil }
         }
     }
 
     /// The retry timer to make, if any.
     var wake: QueueStateMachine<Int, Int>.Wake? {
-        lazy.compactMap { action in
-            if case .scheduleWake(let wake) = action { return wake }
-            return nil
+        values {
+            if case .scheduleWake(let wake) = $0 { [wake] } else { nil }
         }.first
+    }
+
+    /// What `extract` takes out of each action, in order.
+    private func values<T>(_ extract: (Element) -> [T]?) -> [T] {
+        flatMap { extract($0) ?? [] }
     }
 }

@@ -6,7 +6,7 @@ extension QueueStateMachine {
         /// Start these transfers: their slots are taken; attach each task with ``started(_:handle:)``.
         case startTransfers([AttachmentRecord])
         /// Read the queued records and hand them back with
-        /// ``queuedRead(_:records:earliestRetry:now:requirement:)`` (the read counts as in flight until then).
+        /// ``recordsRead(_:records:earliestRetry:now:requirement:)`` (the read counts as in flight until then).
         case readQueued(Read)
         /// Cancel these tasks.
         case cancel([Handle])

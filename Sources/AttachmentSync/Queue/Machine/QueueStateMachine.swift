@@ -2,17 +2,13 @@
 /// save holds, which failed transfers wait for the next trigger, what becomes of a failed transfer, when
 /// the queue is idle, when to wake for a retry, and what the next reconcile must look at.
 ///
-/// A plain value: no I/O, no clock reads, no suspension, and no state readable from outside. The transfer
-/// slots and priorities are its own state; each other concern is a sub-machine with its own tests
-/// (``QueueLifecycle``, ``ReconcileBaseline``, ``StartupLedger``, ``RetryTimer``, ``FailurePolicy``).
-/// ``AttachmentQueue`` feeds it events (a pass asked for, records read, a transfer finished, sync
-/// stopped…); each event returns the ``Action``s it calls for, which one runner in the actor carries out
-/// (`AttachmentQueue.run(_:)`). Every race between the actor's suspension points is then a sequence of
-/// events that a synchronous test can replay.
-///
-/// `Handle` is what the queue keeps to cancel or await a running task (`Task<Void, Never>`); `Waiter` a
-/// caller suspended until the queue is idle or its operations have ended (a continuation). Tests use plain
-/// values for both.
+/// A plain value: no I/O, no clock reads, no suspension, and its state private. Each concern is a
+/// sub-machine with its own tests (``TransferSlots``, ``TransferPriority``, ``QueueLifecycle``,
+/// ``RetryTimer``, ``ReconcileBaseline``, ``StartupLedger``, ``FailurePolicy``). ``AttachmentQueue`` feeds
+/// it events; each returns the ``Action``s it calls for, which one runner carries out
+/// (`AttachmentQueue.run(_:)`), so every race between the actor's suspension points is a sequence of
+/// events a synchronous test can replay. `Handle` is what the queue keeps to cancel or await a task,
+/// `Waiter` a suspended caller (a continuation); tests use plain numbers for both.
 struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
     // MARK: - State (private: events change it, queries read it)
 
@@ -21,8 +17,8 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
     private var retryTimer = RetryTimer<Handle>()
     private var baseline = ReconcileBaseline()
     private var ledger = StartupLedger()
-    /// Decides what becomes of a failed transfer.
-    private let failures: FailurePolicy
+    /// Decides what becomes of a failed transfer (configuration, not state).
+    let failures: FailurePolicy
     private var idleWaiters: [Waiter] = []
 
     /// - Parameters:
@@ -206,7 +202,7 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
     /// A record whose transfer finished while the read was in flight may be shown still queued: it is not
     /// started again (the finished transfer asked for a fresh read itself); when that leaves free slots, a
     /// new read is asked for.
-    mutating func queuedRead(
+    mutating func recordsRead(
         _ read: Read, records: [AttachmentRecord], earliestRetry: Int64?, now: Int64,
         requirement: (AttachmentRecord) -> NetworkRequirement = { _ in .any }
     ) -> [Action] {
@@ -243,7 +239,7 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
 
     // MARK: - Transfers
 
-    /// Attaches the task of a transfer whose slot ``queuedRead(_:records:earliestRetry:now:requirement:)``
+    /// Attaches the task of a transfer whose slot ``recordsRead(_:records:earliestRetry:now:requirement:)``
     /// took.
     mutating func started(_ id: String, handle: Handle) { slots.started(id, handle: handle) }
 
@@ -285,36 +281,10 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
     /// last such note should run now (once).
     mutating func noteLocalFilesReached() -> Bool { slots.noteLocalFilesReached() }
 
-    // MARK: - Failures and finished transfers
+    // MARK: - Finished transfers
 
-    /// What becomes of `record` after its transfer failed (see
-    /// ``FailurePolicy/outcome(of:record:now:using:)``): to be booked by the store before
-    /// ``transferFinished(_:state:outcome:)`` frees the slot.
-    func failureOutcome(
-        _ failure: TransferFailure, of record: AttachmentRecord, now: Int64,
-        using generator: inout some RandomNumberGenerator
-    ) -> FailureOutcome {
-        failures.outcome(of: failure, record: record, now: now, using: &generator)
-    }
-
-    /// A transfer of `id` that ran in `state` ended as `outcome` says (booked): how that counts for
-    /// scheduling (see ``Finish``). A transfer that could not reach the local files pauses the queue's
-    /// transfers (``slotCount``); remote storage refusing as overloaded lowers the concurrency.
-    mutating func transferFinished(
-        _ id: String, state: AttachmentState, outcome: AttachmentQueue.TransferOutcome
-    ) -> [Action] {
-        let finish: Finish
-        switch outcome {
-        case .cancelled, .failed(_, .interrupted, _): finish = .cancelled
-        case .completed, .superseded, .failedOnRequest, .failed(_, .giveUp, _): finish = .done
-        case .failed(_, .wait(let reason, _, _), _):
-            if reason == .localFiles { slots.noteLocalFilesOutOfReach() }
-            finish = .willRetry
-        case .failed(let error, .retry, _), .failed(let error, .awaitUpload, _):
-            finish = AdaptiveConcurrency.isOverload(error) ? .refused : .willRetry
-        }
-        return transferFinished(id, state: state, finish)
-    }
+    /// A transfer could not reach the local files: the queue's transfers pause (see ``slotCount``).
+    mutating func noteLocalFilesOutOfReach() { slots.noteLocalFilesOutOfReach() }
 
     /// A transfer of `id` that ran in `state` ended. A failed one waits for the next trigger, as does one
     /// interrupted while sync is off; the queue asks for a fresh read to fill the slot (while transfers may

@@ -118,4 +118,13 @@ extension AttachmentStore {
     private var unquotedName: String {
         String(table.dropFirst().dropLast()).replacingOccurrences(of: "\"\"", with: "\"")
     }
+
+    /// The filename of every record, whatever its state (the id when it has none, as the queue reads it).
+    /// Only the names are read: a record whose other columns hold values the queue would refuse (a size that
+    /// is text, say) is still counted.
+    func filenames(in tx: SqlTransaction) throws -> [String] {
+        try tx.getAll(sql: "SELECT id, filename FROM \(table)") { cursor in
+            try cursor.getStringOptional(name: "filename") ?? cursor.getString(name: "id")
+        }
+    }
 }

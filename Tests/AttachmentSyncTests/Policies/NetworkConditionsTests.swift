@@ -41,7 +41,7 @@ struct NetworkConditionsTests {
         machine.syncStarted()
         let firstRead = machine.readQueued().read
         let read = try #require(firstRead)
-        let outcome = machine.queuedRead(
+        let outcome = machine.recordsRead(
             read, records: [Self.record("small", size: 10), Self.record("big", size: 10_000)], earliestRetry: nil,
             now: 0, requirement: { $0.size ?? 0 > 1000 ? .unmetered : .any })
         #expect(outcome.start.map(\.id) == ["small", "big"])
@@ -56,7 +56,7 @@ struct NetworkConditionsTests {
         let meteredRead = machine.readQueued().read
         let metered = try #require(meteredRead)
         #expect(metered.limit >= TransferSlots<Int>.networkReadAllowance)
-        let skipped = machine.queuedRead(
+        let skipped = machine.recordsRead(
             metered, records: [Self.record("big", size: 10_000)], earliestRetry: nil, now: 0,
             requirement: { $0.size ?? 0 > 1000 ? .unmetered : .any })
         #expect(skipped.start.isEmpty)

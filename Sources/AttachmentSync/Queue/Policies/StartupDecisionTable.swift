@@ -1,6 +1,6 @@
 /// What startup does with a record that claims a local file, given whether the file is there: the
 /// decision table of startup verification. A plain value with no I/O.
-enum StartupCheck {
+enum StartupDecisionTable {
     /// The repair for one record.
     enum Verdict: Equatable, Sendable {
         /// The file is there: keep it (only its stored path may need to be made relative).

@@ -23,7 +23,7 @@ struct QueueStateMachineTests {
         machine.syncStarted()
         guard !ids.isEmpty else { return machine }
         let read = try unwrap(machine.readQueued().read)
-        let outcome = machine.queuedRead(read, records: ids.map { queued($0) }, earliestRetry: nil, now: 0)
+        let outcome = machine.recordsRead(read, records: ids.map { queued($0) }, earliestRetry: nil, now: 0)
         #expect(outcome.start.map(\.id) == ids)
         for (index, id) in ids.enumerated() { machine.started(id, handle: index + 1) }
         return machine
@@ -48,7 +48,7 @@ struct QueueStateMachineTests {
         let read = try unwrap(machine.readQueued().read)
         #expect(read.limit == 3 + 0 + 1 + 0)
         let records = ["saving", "a", "a", "b", "c", "d"].map { queued($0) }
-        let outcome = machine.queuedRead(read, records: records, earliestRetry: nil, now: 0)
+        let outcome = machine.recordsRead(read, records: records, earliestRetry: nil, now: 0)
         #expect(outcome.start.map(\.id) == ["a", "b", "c"])
         #expect(machine.transferCount == 3)
         #expect(machine.readQueued().read == nil, "the bound is full: no read")
@@ -66,12 +66,12 @@ struct QueueStateMachineTests {
         #expect(machine.isIdle == false)
         #expect(machine.resumeIfIdle().resume.isEmpty)
         let read = try #require(finish.read)
-        let outcome = machine.queuedRead(read, records: [queued("b")], earliestRetry: nil, now: 0)
+        let outcome = machine.recordsRead(read, records: [queued("b")], earliestRetry: nil, now: 0)
         #expect(outcome.start.map(\.id) == ["b"])
         #expect(outcome.resume.isEmpty, "'b' runs now")
         machine.started("b", handle: 2)
         let last = machine.transferFinished("b", state: .queuedUpload, .done)
-        let lastOutcome = machine.queuedRead(try #require(last.read), records: [], earliestRetry: nil, now: 0)
+        let lastOutcome = machine.recordsRead(try #require(last.read), records: [], earliestRetry: nil, now: 0)
         #expect(lastOutcome.resume == [7], "released once nothing is in flight or being read")
     }
 
@@ -82,14 +82,14 @@ struct QueueStateMachineTests {
         var machine = try syncing(bound: 2, running: ["a"])
         let read = try unwrap(machine.readQueued().read)  // a pass reads; its snapshot still shows "a" queued
         let finish = machine.transferFinished("a", state: .queuedUpload, .done)
-        let stale = machine.queuedRead(read, records: [queued("a"), queued("b")], earliestRetry: nil, now: 0)
+        let stale = machine.recordsRead(read, records: [queued("a"), queued("b")], earliestRetry: nil, now: 0)
         #expect(stale.start.map(\.id) == ["b"], "'a' finished after the read began: not started again")
         #expect(stale.read != nil, "a row was dropped and a slot is free: read again")
         // The follow-up read of the finished transfer, taken after its commit, no longer lists "a".
-        let fresh = machine.queuedRead(try #require(finish.read), records: [queued("b")], earliestRetry: nil, now: 0)
+        let fresh = machine.recordsRead(try #require(finish.read), records: [queued("b")], earliestRetry: nil, now: 0)
         #expect(fresh.start.isEmpty, "'b' already runs")
         // A read asked for after the finish may start "a" again if it is queued again (a new state).
-        let later = machine.queuedRead(
+        let later = machine.recordsRead(
             try #require(stale.read), records: [queued("a", .queuedDelete)], earliestRetry: nil, now: 0)
         #expect(later.start.map(\.id) == ["a"])
     }
@@ -105,11 +105,11 @@ struct QueueStateMachineTests {
         machine.syncStarted()
         machine.passStarted()  // the new sync's first pass: "a" is still busy, nothing starts
         let passRead = try unwrap(machine.readQueued().read)
-        let pass = machine.queuedRead(passRead, records: [queued("a")], earliestRetry: nil, now: 0)
+        let pass = machine.recordsRead(passRead, records: [queued("a")], earliestRetry: nil, now: 0)
         #expect(pass.start.isEmpty)
         let finish = machine.transferFinished("a", state: .queuedUpload, .cancelled)
         #expect(machine.waitingForTrigger("a") == nil, "syncing again: not held back")
-        let outcome = machine.queuedRead(try #require(finish.read), records: [queued("a")], earliestRetry: nil, now: 0)
+        let outcome = machine.recordsRead(try #require(finish.read), records: [queued("a")], earliestRetry: nil, now: 0)
         #expect(outcome.start.map(\.id) == ["a"])
     }
 
@@ -123,12 +123,12 @@ struct QueueStateMachineTests {
         #expect(machine.waitingForTrigger("a") == .queuedDownload)
         let generation = machine.manualRoundStarted()
         let roundRead = try unwrap(machine.readQueued().read)
-        let skipped = machine.queuedRead(
+        let skipped = machine.recordsRead(
             roundRead, records: [queued("a", .queuedDownload)], earliestRetry: nil, now: 0)
         #expect(skipped.start.isEmpty, "held back within the round")
         machine.passStarted()
         let triggerRead = try unwrap(machine.readQueued().read)
-        let retried = machine.queuedRead(
+        let retried = machine.recordsRead(
             triggerRead, records: [queued("a", .queuedDownload)], earliestRetry: nil, now: 0)
         #expect(retried.start.map(\.id) == ["a"], "the next trigger retries it")
         machine.manualRoundEnded(generation)
@@ -139,7 +139,7 @@ struct QueueStateMachineTests {
         var machine = try syncing(running: ["a", "b"])
         _ = machine.transferFinished("a", state: .queuedUpload, .willRetry)
         let finish = machine.transferFinished("b", state: .queuedUpload, .willRetry)
-        let outcome = machine.queuedRead(
+        let outcome = machine.recordsRead(
             try #require(finish.read), records: [queued("a"), queued("b", .queuedDelete)], earliestRetry: nil, now: 0)
         #expect(outcome.start.map(\.id) == ["b"], "'b' is now a delete: not held back by its failed upload")
     }
@@ -151,7 +151,7 @@ struct QueueStateMachineTests {
         machine.startedOnRequest("v", state: .synced, handle: 9)
         #expect(!machine.mayStartOnRequest("v"))
         let read = try unwrap(machine.readQueued().read)
-        let outcome = machine.queuedRead(read, records: [], earliestRetry: 5_000, now: 1_000)
+        let outcome = machine.recordsRead(read, records: [], earliestRetry: 5_000, now: 1_000)
         #expect(outcome.wake?.delay == .seconds(4))
         machine.wakeScheduled(at: 5_000, handle: 20)
         let cancelled = machine.stopRequested().cancel
@@ -170,13 +170,13 @@ struct QueueStateMachineTests {
     func retryTimer() throws {
         var machine = try syncing()
         var read = try unwrap(machine.readQueued().read)
-        let first = try unwrap(machine.queuedRead(read, records: [], earliestRetry: 10_000, now: 0).wake)
+        let first = try unwrap(machine.recordsRead(read, records: [], earliestRetry: 10_000, now: 0).wake)
         #expect(first.time == 10_000 && first.replacing == nil)
         machine.wakeScheduled(at: 10_000, handle: 1)
         read = try unwrap(machine.readQueued().read)
-        #expect(machine.queuedRead(read, records: [], earliestRetry: 20_000, now: 0).wake == nil)
+        #expect(machine.recordsRead(read, records: [], earliestRetry: 20_000, now: 0).wake == nil)
         read = try unwrap(machine.readQueued().read)
-        let earlier = try unwrap(machine.queuedRead(read, records: [], earliestRetry: 3_000, now: 1_000).wake)
+        let earlier = try unwrap(machine.recordsRead(read, records: [], earliestRetry: 3_000, now: 1_000).wake)
         #expect(earlier.replacing == 1 && earlier.delay == .seconds(2))
         machine.wakeScheduled(at: 3_000, handle: 2)
         machine.wakeFired(at: 10_000)
@@ -184,13 +184,13 @@ struct QueueStateMachineTests {
         machine.wakeFired(at: 3_000)
         #expect(machine.retryWakeTime == nil)
         read = try unwrap(machine.readQueued().read)
-        let past = try unwrap(machine.queuedRead(read, records: [], earliestRetry: 500, now: 1_000).wake)
+        let past = try unwrap(machine.recordsRead(read, records: [], earliestRetry: 500, now: 1_000).wake)
         #expect(past.delay == .zero, "a time already past wakes at once")
         _ = machine.stopRequested()
         let generation = machine.manualRoundStarted()
         read = try unwrap(machine.readQueued().read)
         #expect(
-            machine.queuedRead(read, records: [], earliestRetry: 2_000, now: 0).wake == nil, "no timer unless syncing")
+            machine.recordsRead(read, records: [], earliestRetry: 2_000, now: 0).wake == nil, "no timer unless syncing")
         machine.manualRoundEnded(generation)
     }
 
@@ -200,7 +200,7 @@ struct QueueStateMachineTests {
         let old = machine.manualRoundStarted()
         let read = try unwrap(machine.readQueued().read)
         _ = machine.stopRequested()
-        let outcome = machine.queuedRead(read, records: [queued("a")], earliestRetry: nil, now: 0)
+        let outcome = machine.recordsRead(read, records: [queued("a")], earliestRetry: nil, now: 0)
         #expect(outcome.start.isEmpty, "stopSync came while the read was in flight")
         let new = machine.manualRoundStarted()
         machine.manualRoundEnded(old)
@@ -281,7 +281,7 @@ struct QueueStateMachineTests {
             case 3 where !pendingReads.isEmpty:
                 let read = pendingReads.remove(at: Int(random.next() % UInt64(pendingReads.count)))
                 let records = ids.shuffled(using: &random).prefix(4).map { queued($0) }
-                let outcome = machine.queuedRead(read, records: records, earliestRetry: nil, now: 0)
+                let outcome = machine.recordsRead(read, records: records, earliestRetry: nil, now: 0)
                 for record in outcome.start {
                     #expect(!machine.isReserved(record.id), "a reserved id never starts")
                     machine.started(record.id, handle: nextHandle)
@@ -314,7 +314,7 @@ struct QueueStateMachineTests {
         // Wind down: finish everything, answer every read with nothing.
         for _ in 0..<100 where !machine.isIdle {
             if let read = pendingReads.popLast() {
-                let outcome = machine.queuedRead(read, records: [], earliestRetry: nil, now: 0)
+                let outcome = machine.recordsRead(read, records: [], earliestRetry: nil, now: 0)
                 released.formUnion(outcome.resume)
             } else if let id = machine.transferIDs.first {
                 let outcome = machine.transferFinished(id, state: .queuedUpload, .done)

@@ -85,7 +85,7 @@ extension AttachmentQueue {
         let policy = configuration.networkPolicy
         let directory = attachmentsDirectory
         await run(
-            machine.queuedRead(
+            machine.recordsRead(
                 read, records: rows.queued, earliestRetry: rows.earliestRetry, now: now,
                 requirement: { policy.requirement($0.attachment(in: directory)) }))
     }

@@ -20,7 +20,7 @@ struct PriorityTests {
         var machine = Machine(maxConcurrentTransfers: bound)
         machine.syncStarted()
         let read = machine.readQueued().read
-        let outcome = machine.queuedRead(try #require(read), records: records, earliestRetry: nil, now: 0)
+        let outcome = machine.recordsRead(try #require(read), records: records, earliestRetry: nil, now: 0)
         for (index, record) in outcome.start.enumerated() { machine.started(record.id, handle: index + 1) }
         return machine
     }
@@ -57,7 +57,7 @@ struct PriorityTests {
         let read = try #require(finished.read)
         var late = Self.record("late", .queuedDownload, timestamp: 99)
         late.nextAttemptAt = 1_000_000
-        let outcome = machine.queuedRead(
+        let outcome = machine.recordsRead(
             read, records: [late, Self.record("d1", .queuedDownload), Self.record("d3", .queuedDownload), late],
             earliestRetry: nil, now: 0)
         #expect(outcome.start.map(\.id) == ["late"])
@@ -69,7 +69,7 @@ struct PriorityTests {
         _ = machine.raise("synced-already")
         #expect(machine.raisedIDs == ["synced-already"])
         let nextRead = machine.readQueued().read
-        _ = machine.queuedRead(
+        _ = machine.recordsRead(
             try #require(nextRead), records: [Self.record("d3", .queuedDownload)], earliestRetry: nil, now: 0)
         #expect(machine.raisedIDs.isEmpty)
     }
@@ -84,7 +84,7 @@ struct PriorityTests {
         // A slot is free: the raise asks for a read at once.
         let read = machine.raise("big").read
         let big = Self.record("big", .queuedUpload)
-        let outcome = machine.queuedRead(
+        let outcome = machine.recordsRead(
             try #require(read), records: [big, big], earliestRetry: nil, now: 0, requirement: { _ in .unmetered })
         #expect(outcome.start.isEmpty)
         #expect(outcome.read == nil)
@@ -96,7 +96,7 @@ struct PriorityTests {
         var machine = Machine(maxConcurrentTransfers: 1)
         _ = machine.manualRoundStarted()
         let read = machine.readQueued().read
-        let outcome = machine.queuedRead(
+        let outcome = machine.recordsRead(
             try #require(read), records: [Self.record("d1", .queuedDownload)], earliestRetry: nil, now: 0)
         #expect(outcome.start.count == 1)
         machine.started("d1", handle: 1)

@@ -63,7 +63,7 @@ struct AdaptiveConcurrencyTests {
                 AttachmentRecord(
                     id: $0, filename: "\($0).bin", state: .queuedUpload, timestamp: 1, localPath: "\($0).bin")
             }
-            let outcome = machine.queuedRead(read, records: records, earliestRetry: nil, now: 0)
+            let outcome = machine.recordsRead(read, records: records, earliestRetry: nil, now: 0)
             for record in outcome.start {
                 machine.started(record.id, handle: 0)
                 inFlight.append((record.id, inFlight.count >= limit))

@@ -149,7 +149,7 @@ struct PolicyTests {
 
     @Test("startup: the decision table of record state × file presence")
     func startupTable() {
-        typealias V = StartupCheck.Verdict
+        typealias V = StartupDecisionTable.Verdict
         let expected: [(AttachmentState, Bool, Bool, V)] = [
             (.queuedDelete, true, false, .removeFile), (.queuedDelete, false, false, .removeFile),
             (.queuedUpload, true, false, .keep), (.queuedUpload, false, true, .completeSave),
@@ -160,12 +160,12 @@ struct PolicyTests {
         ]
         for (state, file, staging, verdict) in expected {
             #expect(
-                StartupCheck.verdict(state: state, fileExists: file, stagingExists: staging) == verdict,
+                StartupDecisionTable.verdict(state: state, fileExists: file, stagingExists: staging) == verdict,
                 "\(state), file \(file), staging \(staging)")
         }
         // A staging twin never resurrects anything but an upload.
         for state in [AttachmentState.synced, .archived, .queuedDownload] {
-            #expect(StartupCheck.verdict(state: state, fileExists: false, stagingExists: true) != .completeSave)
+            #expect(StartupDecisionTable.verdict(state: state, fileExists: false, stagingExists: true) != .completeSave)
         }
     }
 }
