@@ -83,8 +83,8 @@ public final class PresignedRemoteStorage: RemoteStorageAdapter {
         public var minimumTransferRate: MinimumTransferRate? = .default
         /// The clock ``minimumTransferRate`` is measured with. The default is a `ContinuousClock`.
         public var clock: any Clock<Duration> = ContinuousClock()
-        /// The current date, compared with authorisations' expiry (tests pass their own). The default is
-        /// `Date()`.
+        /// The current date, compared with authorisations' expiry, and the one a `Retry-After` given as an HTTP
+        /// date is counted from (tests pass their own). The default is `Date()`.
         public var now: @Sendable () -> Date = { Date() }
         /// Where the adapter logs, at debug level; never a URL's query. The default discards everything.
         public var logger: Logger = Logger(label: "AttachmentSyncS3.PresignedRemoteStorage") { _ in
@@ -121,6 +121,7 @@ public final class PresignedRemoteStorage: RemoteStorageAdapter {
             configuration.stateDirectory = stateDirectory
             configuration.minimumTransferRate = minimumTransferRate
             configuration.clock = clock
+            configuration.now = now
             configuration.logger = logger
             configuration.requestObserver = requestObserver
             return configuration
@@ -150,7 +151,8 @@ public final class PresignedRemoteStorage: RemoteStorageAdapter {
         authorizations = PresignedAuthorizations(
             authorize: configuration.authorize, margin: configuration.renewalMargin, now: configuration.now)
         storage = try S3RemoteStorage(
-            configuration: configuration.storageConfiguration, httpClient: httpClient, presigned: authorizations)
+            configuration: configuration.storageConfiguration, httpClient: httpClient,
+            authorizer: PresignedRequestAuthorizer(authorizations: authorizations, logger: configuration.logger))
     }
 
     /// Shuts down the HTTP client the adapter created (one you passed in is left alone); calling it again
