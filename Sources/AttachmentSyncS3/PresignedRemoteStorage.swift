@@ -102,8 +102,9 @@ public final class PresignedRemoteStorage: RemoteStorageAdapter {
         }
 
         /// The configuration of the S3 adapter that does the work: no endpoint, bucket or credentials of its
-        /// own (a request that would need them fails), a bucket name that no real bucket has for the state of
-        /// its multipart uploads.
+        /// own (its authorizer sends every request to a presigned URL, and a request no backend authorises, such
+        /// as creating a bucket, fails), a bucket name that no real bucket has for the state of its multipart
+        /// uploads.
         var storageConfiguration: S3RemoteStorage.Configuration {
             var configuration = S3RemoteStorage.Configuration(
                 endpoint: URL(string: "https://presigned.invalid")!, bucket: "presigned:",
