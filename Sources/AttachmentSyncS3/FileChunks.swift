@@ -15,6 +15,8 @@ struct FileChunks: AsyncSequence, Sendable {
     let url: URL
     let offset: Int64
     let length: Int64
+    /// The file layer the file is read through.
+    let files: any FileOperations
     /// Called with the size of each chunk as it is handed to the client.
     let onChunk: @Sendable (Int) -> Void
     /// The bandwidth cap each chunk waits for: the one of the task that made the body (the HTTP client reads
@@ -25,6 +27,7 @@ struct FileChunks: AsyncSequence, Sendable {
         let url: URL
         var position: Int64
         var remaining: Int64
+        let files: any FileOperations
         let onChunk: @Sendable (Int) -> Void
         let throttle: BandwidthThrottle?
         var handle: FileHandle?
@@ -37,7 +40,7 @@ struct FileChunks: AsyncSequence, Sendable {
             }
             try Task.checkCancellation()
             if handle == nil {
-                let opened = try SystemFileOperations().openForReading(atPath: url.path)
+                let opened = try files.openForReading(atPath: url.path)
                 try fileSystem(path: url.path) { try opened.seek(toOffset: UInt64(position)) }
                 handle = opened
             }
@@ -59,18 +62,46 @@ struct FileChunks: AsyncSequence, Sendable {
 
     func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(
-            url: url, position: offset, remaining: length, onChunk: onChunk, throttle: throttle, handle: nil)
+            url: url, position: offset, remaining: length, files: files, onChunk: onChunk, throttle: throttle,
+            handle: nil)
+    }
+}
+
+/// Counts the bytes an upload has handed to the network and reports them as its progress, out of the whole
+/// file's size. One per upload, shared by all its parts (which hand bytes over at once).
+final class UploadProgress: Sendable {
+    private let totalBytes: Int64
+    private let progress: TransferProgressHandler
+    private let sent: LockedValue<Int64>
+
+    /// Starts counting from `alreadySent` (the parts a resumed upload need not send again), and reports it.
+    init(totalBytes: Int64, alreadySent: Int64 = 0, progress: @escaping TransferProgressHandler) {
+        self.totalBytes = totalBytes
+        self.progress = progress
+        sent = LockedValue(alreadySent)
+        progress(TransferProgress(completedBytes: alreadySent, totalBytes: totalBytes))
+    }
+
+    /// Counts `count` more bytes handed over, and reports the total.
+    func add(_ count: Int) {
+        let total = sent.withLock { sent -> Int64 in
+            sent += Int64(count)
+            return sent
+        }
+        progress(TransferProgress(completedBytes: total, totalBytes: totalBytes))
     }
 }
 
 /// The digests an upload's request carries: MD5 (base64, for `Content-MD5`) and SHA-256 (hex, for the signed
 /// payload and the stored hash). Files are read in chunks through the core's file layer.
 enum PayloadDigests {
-    /// The digests of `length` bytes of the file at `url` from `offset` on.
-    static func of(fileAt url: URL, offset: Int64, length: Int64) async throws -> (md5: String, sha256: String) {
+    /// The digests of `length` bytes of the file at `url` from `offset` on, read through `files`.
+    static func of(
+        fileAt url: URL, offset: Int64, length: Int64, files: any FileOperations
+    ) async throws -> (md5: String, sha256: String) {
         var md5 = Insecure.MD5()
         var sha256 = SHA256()
-        try await SystemFileOperations().readChunks(
+        try await files.readChunks(
             atPath: url.path, offset: offset, length: length, chunkSize: FileChunks.chunkSize
         ) { chunk in
             md5.update(data: chunk)

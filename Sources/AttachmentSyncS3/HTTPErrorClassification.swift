@@ -31,7 +31,7 @@ enum HTTPErrorClassification {
     ///   - object: The key or path, for the message.
     static func error(
         status: HTTPResponseStatus, headers: HTTPHeaders, body: ByteBuffer?, service: String, operation: String,
-        object: String, attachmentId: String?, now: Date = Date()
+        object: String, attachmentId: String?, now: Date
     ) -> AttachmentError {
         let parsed = body.flatMap { S3XML.parseError($0) }
         let detail = RemoteHTTPError(

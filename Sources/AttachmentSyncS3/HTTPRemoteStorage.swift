@@ -78,6 +78,10 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
         /// The clock ``minimumTransferRate`` is measured with (tests pass a manual one). The default is a
         /// `ContinuousClock`.
         public var clock: any Clock<Duration> = ContinuousClock()
+        /// The current date, which a `Retry-After` given as an HTTP date is counted from: the wait the queue
+        /// honours before it tries again is that date minus this one (tests pass their own; an app whose
+        /// device clock is off can pass the server's time). The default is `Date()`.
+        public var now: @Sendable () -> Date = { Date() }
         /// Where the adapter logs requests and failures, at debug level; never header values or file contents.
         /// The default discards everything.
         public var logger: Logger = Logger(label: "AttachmentSyncS3.HTTPRemoteStorage") { _ in
@@ -86,6 +90,8 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
 
         /// Sees every request before it is sent (tests count and fail requests with it).
         var requestObserver: RequestObserver?
+        /// The file layer uploads are read and downloads written through (tests pass their own).
+        var files: any FileOperations = SystemFileOperations()
 
         /// Creates a configuration.
         ///
@@ -156,7 +162,8 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
                 connectTimeout: configuration.connectTimeout, requestTimeout: configuration.requestTimeout)
         self.transport = HTTPTransport(
             client: client, service: "HTTP", logger: configuration.logger, observer: configuration.requestObserver,
-            minimumRate: configuration.minimumTransferRate, clock: configuration.clock)
+            minimumRate: configuration.minimumTransferRate, clock: configuration.clock, files: configuration.files,
+            now: configuration.now)
         self.ownsClient = LockedValue(httpClient == nil)
     }
 
@@ -270,11 +277,14 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
     public func uploadFile(
         fileURL: URL, attachment: Attachment, progress: @escaping TransferProgressHandler
     ) async throws {
-        let size = try SystemFileOperations().size(ofFileAt: fileURL.path)
+        let files = transport.files
+        let size = try files.size(ofFileAt: fileURL.path)
         var sha256: String?
         if configuration.storesContentHashes {
             sha256 = validSHA256(attachment.contentHash)
-            if sha256 == nil { sha256 = try await PayloadDigests.of(fileAt: fileURL, offset: 0, length: size).sha256 }
+            if sha256 == nil {
+                sha256 = try await PayloadDigests.of(fileAt: fileURL, offset: 0, length: size, files: files).sha256
+            }
         }
         if let sha256, try await isUploaded(sha256, attachment) {
             progress(TransferProgress(completedBytes: size, totalBytes: size))
@@ -290,17 +300,12 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
         try await transport.watched(event, attachmentId: attachment.id) { [request, sha256] meter in
             if let sha256 { try await self.storeContentHash(sha256, of: attachment) }
             var request = request
-            let sent = LockedValue<Int64>(0)
-            let chunks = FileChunks(url: fileURL, offset: 0, length: size) { count in
+            let sent = UploadProgress(totalBytes: size, progress: progress)
+            let chunks = FileChunks(url: fileURL, offset: 0, length: size, files: files) { count in
                 meter.add(Int64(count))
-                let total = sent.withLock { sent -> Int64 in
-                    sent += Int64(count)
-                    return sent
-                }
-                progress(TransferProgress(completedBytes: total, totalBytes: size))
+                sent.add(count)
             }
             request.body = .stream(chunks, length: .known(size))
-            progress(TransferProgress(completedBytes: 0, totalBytes: size))
             let response = try await self.transport.send(request, event: event, attachmentId: attachment.id)
             _ = try await self.transport.collect(response, event: event, attachmentId: attachment.id, upTo: 1 << 20)
         }
@@ -326,7 +331,8 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
         attachment: Attachment, appendingTo destination: URL, from offset: Int64,
         progress: @escaping TransferProgressHandler
     ) async throws {
-        _ = try await download(attachment, into: destination, from: offset, requiresValidator: false, progress)
+        _ = try await transport.downloadObject(
+            objectDownload(attachment), into: destination, from: offset, requiresValidator: false, progress: progress)
     }
 
     /// Downloads the file into `destination`, streaming, and returns its size and (when
@@ -343,36 +349,25 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
         attachment: Attachment, into destination: URL, from offset: Int64,
         progress: @escaping TransferProgressHandler
     ) async throws -> RemoteObjectInfo {
-        try await download(attachment, into: destination, from: offset, requiresValidator: true, progress)
+        try await transport.downloadObject(
+            objectDownload(attachment), into: destination, from: offset, requiresValidator: true, progress: progress)
     }
 
-    private func download(
-        _ attachment: Attachment, into destination: URL, from offset: Int64, requiresValidator: Bool,
-        _ progress: @escaping TransferProgressHandler
-    ) async throws -> RemoteObjectInfo {
-        let event = event("GET", attachment)
-        let (object, sha256) = try await transport.watched(event, attachmentId: attachment.id) { meter in
-            let sha256 = self.configuration.storesContentHashes ? try await self.storedContentHash(of: attachment) : nil
-            let object = try await self.transport.download(
-                to: destination, from: max(0, offset), expectedSize: attachment.size,
-                requiresValidator: requiresValidator, event: event, attachmentId: attachment.id, meter: meter,
-                parallel: self.configuration.parallelDownloads, progress: progress
-            ) { range, conditions, accepts in
-                var request = try await self.request(.GET, attachment: attachment)
-                if let range { request.headers.replaceOrAdd(name: "range", value: range) }
-                for (name, value) in conditions { request.headers.replaceOrAdd(name: name, value: value) }
-                return try await self.transport.send(
-                    request, event: event, attachmentId: attachment.id, accepts: accepts)
-            } head: { conditions in
-                var request = try await self.request(.HEAD, attachment: attachment)
-                for (name, value) in conditions { request.headers.replaceOrAdd(name: name, value: value) }
-                return try await self.transport.send(
-                    request, event: self.event("HEAD", attachment), attachmentId: attachment.id, accepts: { _ in true })
-            }
-            return (object, sha256)
+    /// How the attachment's file is downloaded: `GET` and `HEAD` of its URL with the provider's headers, its
+    /// SHA-256 from the companion file (when ``Configuration/storesContentHashes``).
+    private func objectDownload(_ attachment: Attachment) -> ObjectDownload {
+        let storedSHA256 = ObjectDownload.StoredSHA256.fetched {
+            self.configuration.storesContentHashes ? try await self.storedContentHash(of: attachment) : nil
         }
-        return RemoteObjectInfo(
-            size: object.size, sha256: sha256, writtenSize: object.writtenSize, writtenSHA256: object.writtenSHA256)
+        return ObjectDownload(
+            attachment: attachment, event: event("GET", attachment), parallel: configuration.parallelDownloads,
+            storedSHA256: storedSHA256
+        ) { method, headers, accepts in
+            var request = try await self.request(method, attachment: attachment)
+            for (name, value) in headers { request.headers.replaceOrAdd(name: name, value: value) }
+            return try await self.transport.send(
+                request, event: self.event(method.rawValue, attachment), attachmentId: attachment.id, accepts: accepts)
+        }
     }
 
     // MARK: - Stored hashes

@@ -24,6 +24,9 @@ struct ParallelDownloads: Sendable, Hashable {
 }
 
 /// A file written at explicit offsets from several tasks at once (`pwrite(2)` on one descriptor).
+///
+/// The one file a download writes without the core's file layer, which has no positional writes: a layer
+/// writer opened at an offset cuts the file there, so ranges could not be written side by side.
 final class PositionalFile: Sendable {
     let path: String
     private let descriptor: Int32
@@ -120,7 +123,7 @@ extension HTTPTransport {
         send: @escaping DownloadRequest
     ) async throws -> DownloadedObject {
         let validatorURL = Self.resumeValidatorURL(for: destination)
-        _ = unlink(validatorURL.path)
+        try? files.removeFile(atPath: validatorURL.path)
         let file = try PositionalFile(path: destination.path)
         let partSize = plan.partSize
         let partCount = Int((length + partSize - 1) / partSize)
@@ -278,7 +281,7 @@ extension HTTPTransport {
                         done.insert(part)
                         while done.contains(next) {
                             let start = Int64(next) * partSize
-                            try await SystemFileOperations().readChunks(
+                            try await files.readChunks(
                                 atPath: destination.path, offset: start, length: min(partSize, length - start)
                             ) { hasher.update(data: $0) }
                             next += 1
@@ -297,7 +300,7 @@ extension HTTPTransport {
             finishing.finish()
             let end = state.withLock { $0.contiguousEnd(partSize: partSize, length: length) }
             if (try? file.truncate(to: end)) != nil, end > 0 {
-                validator.save(to: validatorURL)
+                validator.save(to: validatorURL, files: files)
             }
             throw HTTPErrorClassification.transportError(
                 error, service: service, operation: event.operation, object: event.object, attachmentId: attachmentId)

@@ -25,6 +25,10 @@ typealias RequestObserver = @Sendable (RequestEvent) throws -> Void
 
 /// The plumbing both adapters share: one `HTTPClient`, sending with error classification, and streaming
 /// response bodies into files.
+///
+/// Its dependencies are injected: every file it reads or writes goes through ``files`` (the core's file
+/// layer), the slow-transfer watchdog measures with ``clock``, and the date a `Retry-After` is counted from
+/// is ``now``; tests pass their own.
 struct HTTPTransport: Sendable {
     /// Sends a download's `GET` with the given `Range` header value (or none) and conditional headers,
     /// returning the response when `accepts` its status.
@@ -51,6 +55,10 @@ struct HTTPTransport: Sendable {
     var minimumRate: MinimumTransferRate? = nil
     /// The clock the slow-transfer watchdog measures its windows with.
     var clock: any Clock<Duration> = ContinuousClock()
+    /// The file layer every download is written through and every upload read through.
+    var files: any FileOperations = SystemFileOperations()
+    /// The current date: an HTTP-date `Retry-After` is counted from it.
+    var now: @Sendable () -> Date = { Date() }
 
     /// An HTTP client for an adapter to own: redirects off (a redirect would resend a signed request
     /// elsewhere), the given timeouts.
@@ -94,13 +102,24 @@ struct HTTPTransport: Sendable {
         }
         guard accepts(response.status) else {
             let body = try? await response.body.collect(upTo: Self.maxErrorBody)
-            let error = HTTPErrorClassification.error(
-                status: response.status, headers: response.headers, body: body, service: service,
-                operation: event.operation, object: event.object, attachmentId: attachmentId)
+            let error = self.error(for: response, body: body, event: event, attachmentId: attachmentId)
             logger.debug("request refused", metadata: ["operation": "\(event.operation)", "error": "\(error)"])
             throw error
         }
         return response
+    }
+
+    /// The classified error of a response whose status the caller does not accept (see
+    /// ``HTTPErrorClassification/error(status:headers:body:service:operation:object:attachmentId:now:)``),
+    /// naming `object` (the event's object when `nil`), with a `Retry-After` date counted from ``now``.
+    /// `status` replaces the response's: S3 answers some failures with 200 and the error in the body.
+    func error(
+        for response: HTTPClientResponse, body: ByteBuffer?, event: RequestEvent, attachmentId: String?,
+        object: String? = nil, status: HTTPResponseStatus? = nil
+    ) -> AttachmentError {
+        HTTPErrorClassification.error(
+            status: status ?? response.status, headers: response.headers, body: body, service: service,
+            operation: event.operation, object: object ?? event.object, attachmentId: attachmentId, now: now())
     }
 
     /// Reads a whole (small) response body, mapping a broken connection to `.remoteUnavailable`.
@@ -144,6 +163,36 @@ struct HTTPTransport: Sendable {
         }
     }
 
+    /// An adapter's download of `object` into `destination`, from `offset` on, under ``minimumRate`` (see
+    /// ``watched(_:attachmentId:_:)``, whose watch covers fetching a stored SHA-256 too): ``download(to:from:
+    /// expectedSize:requiresValidator:event:attachmentId:meter:parallel:progress:send:head:)`` with the
+    /// attachment's known size, returning the object's size, its stored SHA-256 and what was written.
+    func downloadObject(
+        _ object: ObjectDownload, into destination: URL, from offset: Int64, requiresValidator: Bool,
+        progress: @escaping TransferProgressHandler
+    ) async throws -> RemoteObjectInfo {
+        let attachment = object.attachment
+        return try await watched(object.event, attachmentId: attachment.id) { meter in
+            var sha256: String?
+            if case .fetched(let fetch) = object.storedSHA256 { sha256 = try await fetch() }
+            let downloaded = try await self.download(
+                to: destination, from: max(0, offset), expectedSize: attachment.size,
+                requiresValidator: requiresValidator, event: object.event, attachmentId: attachment.id, meter: meter,
+                parallel: object.parallel, progress: progress
+            ) { range, conditions, accepts in
+                try await object.request(.GET, (range.map { [("range", $0)] } ?? []) + conditions, accepts)
+            } head: { conditions in
+                try await object.request(.HEAD, conditions, { _ in true })
+            }
+            if case .header(let name) = object.storedSHA256 {
+                sha256 = validSHA256(downloaded.headers.first(name: name))
+            }
+            return RemoteObjectInfo(
+                size: downloaded.size, sha256: sha256, writtenSize: downloaded.writtenSize,
+                writtenSHA256: downloaded.writtenSHA256)
+        }
+    }
+
     /// Downloads into `destination`: the whole content when `offset` is 0 (the file is created or replaced),
     /// otherwise the content from `offset` on, appended to the first `offset` bytes the file holds, when the
     /// object is provably the one those bytes came from.
@@ -170,14 +219,14 @@ struct HTTPTransport: Sendable {
     ) async throws -> DownloadedObject {
         let validatorURL = Self.resumeValidatorURL(for: destination)
         if offset > 0 {
-            let existing = (try? SystemFileOperations().size(ofFileAt: destination.path)) ?? 0
+            let existing = (try? files.size(ofFileAt: destination.path)) ?? 0
             guard existing >= offset else {
                 throw AttachmentError(
                     code: .fileSystem,
                     message: "cannot resume at byte \(offset): \(destination.path) holds only \(existing) bytes",
                     path: destination.path)
             }
-            let validator = ResumeValidator.load(from: validatorURL)
+            let validator = ResumeValidator.load(from: validatorURL, files: files)
             if validator != nil || !requiresValidator {
                 if let resumed = try await resume(
                     destination, from: offset, validator: validator, expectedSize: expectedSize, event: event,
@@ -230,13 +279,13 @@ struct HTTPTransport: Sendable {
                 return await startOver("the object is not the one the partial download came from")
             }
             try refuse(total: total, expectedSize: expectedSize, event: event, attachmentId: attachmentId)
-            let handle = try SystemFileOperations().openDownload(destination, at: offset)
+            let handle = try files.openDownload(destination, at: offset)
             defer { handle.close() }
             var noHasher: SHA256? = nil
             try await write(
                 response, to: handle, url: destination, base: offset, expected: total - offset, total: total,
                 hashing: &noHasher, event: event, attachmentId: attachmentId, meter: meter, progress: progress)
-            try? FileManager.default.removeItem(at: Self.resumeValidatorURL(for: destination))
+            try? files.removeFile(atPath: Self.resumeValidatorURL(for: destination).path)
             return DownloadedObject(size: total, headers: response.headers)
         case .rangeNotSatisfiable:
             _ = try? await response.body.collect(upTo: Self.maxErrorBody)
@@ -252,8 +301,8 @@ struct HTTPTransport: Sendable {
                 return nil
             }
             try refuse(total: offset, expectedSize: expectedSize, event: event, attachmentId: attachmentId)
-            try SystemFileOperations().openDownload(destination, at: offset).close()
-            try? FileManager.default.removeItem(at: Self.resumeValidatorURL(for: destination))
+            try files.openDownload(destination, at: offset).close()
+            try? files.removeFile(atPath: Self.resumeValidatorURL(for: destination).path)
             progress(TransferProgress(completedBytes: offset, totalBytes: offset))
             return DownloadedObject(size: offset, headers: confirmation.headers)
         default:  // 412: the object changed since the partial download
@@ -273,7 +322,7 @@ struct HTTPTransport: Sendable {
             try refuse(total: length, expectedSize: expectedSize, event: event, attachmentId: attachmentId)
         }
         let validatorURL = Self.resumeValidatorURL(for: destination)
-        let handle = try SystemFileOperations().openDownload(destination, at: 0)
+        let handle = try files.openDownload(destination, at: 0)
         defer { handle.close() }
         // A small object is fetched again whole rather than resumed: its validator file would cost more (a
         // file created and removed per download) than the bytes it could save.
@@ -289,15 +338,15 @@ struct HTTPTransport: Sendable {
                 attachmentId: attachmentId, meter: meter, progress: progress, send: send)
         }
         if let validator {
-            validator.save(to: validatorURL)
+            validator.save(to: validatorURL, files: files)
         } else {
-            _ = unlink(validatorURL.path)
+            try? files.removeFile(atPath: validatorURL.path)
         }
         var hasher: SHA256? = SHA256()
         let written = try await write(
             response, to: handle, url: destination, base: 0, expected: length, total: length, limit: expectedSize,
             hashing: &hasher, event: event, attachmentId: attachmentId, meter: meter, progress: progress)
-        if validator != nil { try? FileManager.default.removeItem(at: validatorURL) }
+        if validator != nil { try? files.removeFile(atPath: validatorURL.path) }
         return DownloadedObject(
             size: length ?? written, headers: response.headers, writtenSize: written,
             writtenSHA256: hasher.map { FileStreaming.hex($0.finalize()) })
@@ -412,6 +461,36 @@ func validSHA256(_ value: String?) -> String? {
     return text.lowercased()
 }
 
+/// What an adapter's download of one attachment's object needs from the adapter: how to send a request on
+/// the object, and where its stored SHA-256 is.
+struct ObjectDownload: Sendable {
+    /// Where an adapter keeps the SHA-256 an object was uploaded with, which a download returns for the
+    /// queue to check.
+    enum StoredSHA256: Sendable {
+        /// In a header of the response that serves the object (S3's `x-amz-meta-sha256`).
+        case header(String)
+        /// Fetched by this closure (the HTTP adapter's companion file) before the object's body.
+        case fetched(@Sendable () async throws -> String?)
+    }
+
+    /// Sends a request on the object (a `GET`, or the `HEAD` that confirms a resume) with the given headers
+    /// (`Range`, conditions), returning the response when `accepts` its status and throwing the classified
+    /// error otherwise.
+    typealias Request =
+        @Sendable (
+            _ method: HTTPMethod, _ headers: [(name: String, value: String)],
+            _ accepts: @escaping @Sendable (HTTPResponseStatus) -> Bool
+        ) async throws -> HTTPClientResponse
+
+    var attachment: Attachment
+    /// The download's event (its `GET`), for messages, the observer and the slow-transfer watchdog.
+    var event: RequestEvent
+    /// How a large object is split into ranges fetched at once, or `nil`.
+    var parallel: ParallelDownloads?
+    var storedSHA256: StoredSHA256
+    var request: Request
+}
+
 /// What a download learned about the object it fetched: its size, and the headers of the response that
 /// served it (an adapter reads the stored SHA-256 from them).
 struct DownloadedObject: Sendable {
@@ -466,15 +545,27 @@ struct ResumeValidator: Codable, Equatable, Sendable {
         return other == etag
     }
 
-    static func load(from url: URL) -> ResumeValidator? {
-        guard let data = try? Data(contentsOf: url) else { return nil }
+    /// The largest validator file read: one is a few hundred bytes.
+    static let maximumFileSize = 16 * 1024
+
+    /// The validator kept in the file at `url`, read through `files`; `nil` when there is none, or it is not
+    /// one (cut short by a crash, say).
+    static func load(from url: URL, files: any FileOperations) -> ResumeValidator? {
+        guard let handle = try? files.openForReading(atPath: url.path) else { return nil }
+        defer { try? handle.close() }
+        guard let data = try? handle.read(upToCount: maximumFileSize) else { return nil }
         return try? JSONDecoder().decode(ResumeValidator.self, from: data)
     }
 
-    /// Writes the validator; a failure only costs a resume (the next try starts over).
-    func save(to url: URL) {
-        guard let data = try? JSONEncoder().encode(self) else { return }
-        try? data.write(to: url, options: .atomic)
+    /// Writes the validator to the file at `url` through `files` (created or replaced, not flushed: a
+    /// validator lost or cut short by a crash reads as none, and the download starts over). A failure only
+    /// costs a resume.
+    func save(to url: URL, files: any FileOperations) {
+        guard let data = try? JSONEncoder().encode(self),
+            let output = try? files.openForWriting(atPath: url.path, at: nil)
+        else { return }
+        defer { output.close() }
+        try? output.write(data)
     }
 }
 

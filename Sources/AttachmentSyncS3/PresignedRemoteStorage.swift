@@ -83,8 +83,8 @@ public final class PresignedRemoteStorage: RemoteStorageAdapter {
         public var minimumTransferRate: MinimumTransferRate? = .default
         /// The clock ``minimumTransferRate`` is measured with. The default is a `ContinuousClock`.
         public var clock: any Clock<Duration> = ContinuousClock()
-        /// The current date, compared with authorisations' expiry (tests pass their own). The default is
-        /// `Date()`.
+        /// The current date, compared with authorisations' expiry, and the one a `Retry-After` given as an HTTP
+        /// date is counted from (tests pass their own). The default is `Date()`.
         public var now: @Sendable () -> Date = { Date() }
         /// Where the adapter logs, at debug level; never a URL's query. The default discards everything.
         public var logger: Logger = Logger(label: "AttachmentSyncS3.PresignedRemoteStorage") { _ in
@@ -102,8 +102,9 @@ public final class PresignedRemoteStorage: RemoteStorageAdapter {
         }
 
         /// The configuration of the S3 adapter that does the work: no endpoint, bucket or credentials of its
-        /// own (a request that would need them fails), a bucket name that no real bucket has for the state of
-        /// its multipart uploads.
+        /// own (its authorizer sends every request to a presigned URL, and a request no backend authorises, such
+        /// as creating a bucket, fails), a bucket name that no real bucket has for the state of its multipart
+        /// uploads.
         var storageConfiguration: S3RemoteStorage.Configuration {
             var configuration = S3RemoteStorage.Configuration(
                 endpoint: URL(string: "https://presigned.invalid")!, bucket: "presigned:",
@@ -121,6 +122,7 @@ public final class PresignedRemoteStorage: RemoteStorageAdapter {
             configuration.stateDirectory = stateDirectory
             configuration.minimumTransferRate = minimumTransferRate
             configuration.clock = clock
+            configuration.now = now
             configuration.logger = logger
             configuration.requestObserver = requestObserver
             return configuration
@@ -150,7 +152,8 @@ public final class PresignedRemoteStorage: RemoteStorageAdapter {
         authorizations = PresignedAuthorizations(
             authorize: configuration.authorize, margin: configuration.renewalMargin, now: configuration.now)
         storage = try S3RemoteStorage(
-            configuration: configuration.storageConfiguration, httpClient: httpClient, presigned: authorizations)
+            configuration: configuration.storageConfiguration, httpClient: httpClient,
+            authorizer: PresignedRequestAuthorizer(authorizations: authorizations, logger: configuration.logger))
     }
 
     /// Shuts down the HTTP client the adapter created (one you passed in is left alone); calling it again

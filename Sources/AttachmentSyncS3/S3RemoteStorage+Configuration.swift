@@ -125,12 +125,20 @@ extension S3RemoteStorage {
         /// The clock ``minimumTransferRate`` is measured with (tests pass a manual one). The default is a
         /// `ContinuousClock`.
         public var clock: any Clock<Duration> = ContinuousClock()
+        /// The current date: the date every request and presigned URL is signed with, and the one temporary
+        /// credentials' expiry, a `Retry-After` given as an HTTP date and the age of stale multipart uploads are
+        /// counted from. S3 refuses a request signed more than 15 minutes off its own clock
+        /// (`RequestTimeTooSkewed`, an `accessDenied`): an app whose devices' clocks may be wrong can pass the
+        /// date corrected by the server's; tests pass their own. The default is `Date()`.
+        public var now: @Sendable () -> Date = { Date() }
         /// Where the adapter logs requests and failures, at debug level; never credentials or file contents.
         /// The default discards everything.
         public var logger: Logger = Logger(label: "AttachmentSyncS3.S3RemoteStorage") { _ in SwiftLogNoOpLogHandler() }
 
         /// Sees every request before it is sent (tests count and fail requests with it).
         var requestObserver: RequestObserver?
+        /// The file layer uploads are read and downloads written through (tests pass their own).
+        var files: any FileOperations = SystemFileOperations()
 
         /// Creates a configuration with the given server, bucket and credentials, and defaults for the rest.
         ///

@@ -26,9 +26,9 @@ extension S3RemoteStorage: ListableRemoteStorage {
         guard (200..<300).contains(response.status.code), let root = S3XML.parse(body),
             root.name == "ListBucketResult"
         else {
-            throw HTTPErrorClassification.error(
-                status: response.status, headers: response.headers, body: body, service: "S3",
-                operation: "ListObjectsV2", object: "s3://\(configuration.bucket)/\(prefix)", attachmentId: nil)
+            throw transport.error(
+                for: response, body: body, event: request.event, attachmentId: nil,
+                object: "s3://\(configuration.bucket)/\(prefix)")
         }
         var files: [RemoteFile] = []
         for object in root.children("Contents") {

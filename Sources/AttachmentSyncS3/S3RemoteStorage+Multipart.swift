@@ -27,8 +27,8 @@ extension S3RemoteStorage {
         fileURL: URL, size: Int64, key: String, attachment: Attachment, progress: @escaping TransferProgressHandler
     ) async throws {
         let bucket = configuration.bucket
-        let modificationTime =
-            try SystemFileOperations().infoFollowingLinks(atPath: fileURL.path)?.modificationTime ?? 0
+        let files = transport.files
+        let modificationTime = try files.infoFollowingLinks(atPath: fileURL.path)?.modificationTime ?? 0
         let partSize = partSize(forFileOfSize: size)
         let partCount = Int((size + partSize - 1) / partSize)
 
@@ -36,7 +36,7 @@ extension S3RemoteStorage {
         // completing: the one the queue recorded at save, else the file's own.
         var sha256 = validSHA256(attachment.contentHash)
         if sha256 == nil {
-            sha256 = try await PayloadDigests.of(fileAt: fileURL, offset: 0, length: size).sha256
+            sha256 = try await PayloadDigests.of(fileAt: fileURL, offset: 0, length: size, files: files).sha256
         }
         let fileSHA256 = sha256 ?? ""
 
@@ -78,7 +78,7 @@ extension S3RemoteStorage {
                 key: key, size: size, sha256: fileSHA256, attachment: attachment)
             state = MultipartUploadState(
                 bucket: bucket, key: key, fileSize: size, fileModificationTime: modificationTime, partSize: partSize,
-                uploadId: uploadId, createdAt: Date(), parts: [], sha256: fileSHA256)
+                uploadId: uploadId, createdAt: transport.now(), parts: [], sha256: fileSHA256)
         }
         state.parts = completed.map { MultipartUploadState.Part(partNumber: $0.key, etag: $0.value) }
             .sorted { $0.partNumber < $1.partNumber }
@@ -88,8 +88,7 @@ extension S3RemoteStorage {
         let alreadySent = completed.keys.reduce(Int64(0)) {
             $0 + Self.length(ofPart: $1, partSize: partSize, fileSize: size)
         }
-        let sent = LockedValue<Int64>(alreadySent)
-        progress(TransferProgress(completedBytes: alreadySent, totalBytes: size))
+        let sent = UploadProgress(totalBytes: size, alreadySent: alreadySent, progress: progress)
         let missing = (1...max(1, partCount)).filter { completed[$0] == nil }
         let uploadId = state.uploadId
         do {
@@ -99,14 +98,7 @@ extension S3RemoteStorage {
                     group.addTask {
                         try await self.uploadPart(
                             number, fileURL: fileURL, fileSize: size, partSize: partSize, key: key, uploadId: uploadId,
-                            attachment: attachment
-                        ) { count in
-                            let total = sent.withLock { sent -> Int64 in
-                                sent += Int64(count)
-                                return sent
-                            }
-                            progress(TransferProgress(completedBytes: total, totalBytes: size))
-                        }
+                            attachment: attachment, onChunk: sent.add)
                     }
                 }
                 for _ in 0..<configuration.partConcurrency {
@@ -240,7 +232,8 @@ extension S3RemoteStorage {
     ) async throws -> MultipartUploadState.Part {
         let offset = Int64(number - 1) * partSize
         let length = Self.length(ofPart: number, partSize: partSize, fileSize: fileSize)
-        let digests = try await PayloadDigests.of(fileAt: fileURL, offset: offset, length: length)
+        let digests = try await PayloadDigests.of(
+            fileAt: fileURL, offset: offset, length: length, files: transport.files)
         let event = RequestEvent(operation: "UploadPart", method: "PUT", object: key, partNumber: number)
         return try await transport.watched(event, attachmentId: attachment.id) { meter in
             let request = S3Request(
@@ -287,9 +280,9 @@ extension S3RemoteStorage {
             response, event: request.event, attachmentId: attachment.id, upTo: 1 << 20)
         if response.status == .preconditionFailed { return false }
         if let root = S3XML.parse(reply), root.name == "Error" {
-            throw HTTPErrorClassification.error(
-                status: .internalServerError, headers: response.headers, body: reply, service: "S3",
-                operation: "CompleteMultipartUpload", object: key, attachmentId: attachment.id)
+            throw transport.error(
+                for: response, body: reply, event: request.event, attachmentId: attachment.id,
+                status: .internalServerError)
         }
         return true
     }
@@ -311,9 +304,7 @@ extension S3RemoteStorage {
                 return nil  // NoSuchUpload: aborted, completed or expired
             }
             guard (200..<300).contains(response.status.code), let root = S3XML.parse(body) else {
-                throw HTTPErrorClassification.error(
-                    status: response.status, headers: response.headers, body: body, service: "S3",
-                    operation: "ListParts", object: key, attachmentId: attachment.id)
+                throw transport.error(for: response, body: body, event: request.event, attachmentId: attachment.id)
             }
             for part in root.children("Part") {
                 guard let number = part.value("PartNumber").flatMap({ Int($0) }), let etag = part.value("ETag"),
@@ -349,7 +340,7 @@ extension S3RemoteStorage {
     @discardableResult
     public func abortStaleMultipartUploads(olderThan age: Duration) async throws -> Int {
         let (seconds, attoseconds) = age.components
-        let cutoff = Date().addingTimeInterval(-(TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18))
+        let cutoff = transport.now().addingTimeInterval(-(TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18))
         var aborted = 0
         var keyMarker: String?
         var uploadIdMarker: String?

@@ -47,12 +47,10 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     /// The options this adapter was created with.
     public let configuration: Configuration
     let transport: HTTPTransport
-    let signer: SigV4Signer
-    let credentialsCache: CredentialsCache
+    /// How each request is authorised: signed with ``Configuration/credentials``, or sent to the URL a
+    /// backend presigned for it when the adapter works for ``PresignedRemoteStorage``.
+    let authorizer: any S3RequestAuthorizer
     let uploadStore: MultipartUploadStore
-    /// Where requests get their presigned URLs when the adapter works for ``PresignedRemoteStorage``
-    /// (which signs nothing itself); `nil` when requests are signed with ``Configuration/credentials``.
-    let presigned: PresignedAuthorizations?
     /// Whether ``shutdown()`` shuts the client down (the adapter created it), and whether it has.
     private let ownedClientState: LockedValue<OwnedClient>
 
@@ -72,14 +70,15 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     /// - Throws: `AttachmentError` with code `invalidConfiguration` naming the first option out
     ///   of range (a part size under 5 MiB, say).
     public convenience init(configuration: Configuration, httpClient: HTTPClient? = nil) throws {
-        try self.init(configuration: configuration, httpClient: httpClient, presigned: nil)
+        try self.init(
+            configuration: configuration, httpClient: httpClient,
+            authorizer: SigV4RequestAuthorizer(configuration: configuration))
     }
 
-    /// Creates an adapter that signs its requests itself (`presigned` is `nil`) or sends each to the URL
-    /// `presigned` gets for it.
-    init(configuration: Configuration, httpClient: HTTPClient?, presigned: PresignedAuthorizations?) throws {
+    /// Creates an adapter that gets each request authorised by `authorizer`.
+    init(configuration: Configuration, httpClient: HTTPClient?, authorizer: any S3RequestAuthorizer) throws {
         try configuration.validate()
-        self.presigned = presigned
+        self.authorizer = authorizer
         self.configuration = configuration
         let client =
             httpClient
@@ -87,11 +86,9 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
                 connectTimeout: configuration.connectTimeout, requestTimeout: configuration.requestTimeout)
         self.transport = HTTPTransport(
             client: client, service: "S3", logger: configuration.logger, observer: configuration.requestObserver,
-            minimumRate: configuration.minimumTransferRate, clock: configuration.clock)
+            minimumRate: configuration.minimumTransferRate, clock: configuration.clock, files: configuration.files,
+            now: configuration.now)
         self.ownedClientState = LockedValue(httpClient == nil ? .running : .notOwned)
-        self.signer = SigV4Signer(region: configuration.region)
-        self.credentialsCache = CredentialsCache(
-            provider: configuration.credentials, refreshMargin: configuration.credentialsRefreshMargin)
         self.uploadStore = MultipartUploadStore(directory: configuration.stateDirectory)
     }
 
@@ -158,9 +155,7 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
         let body = try await transport.collect(
             response, event: request.event, attachmentId: attachment.id, upTo: HTTPTransport.maxErrorBody)
         guard (200..<300).contains(response.status.code) else {
-            let error = HTTPErrorClassification.error(
-                status: response.status, headers: response.headers, body: body, service: "S3",
-                operation: "DeleteObject", object: key, attachmentId: attachment.id)
+            let error = transport.error(for: response, body: body, event: request.event, attachmentId: attachment.id)
             if error.code == .remoteNotFound { return }
             throw error
         }
@@ -177,25 +172,20 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
         fileURL: URL, attachment: Attachment, progress: @escaping TransferProgressHandler
     ) async throws {
         let key = try objectKey(for: attachment)
-        let size = try SystemFileOperations().size(ofFileAt: fileURL.path)
+        let size = try transport.files.size(ofFileAt: fileURL.path)
         if size > configuration.multipartThreshold {
             try await uploadMultipart(
                 fileURL: fileURL, size: size, key: key, attachment: attachment, progress: progress)
             return
         }
-        let digests = try await PayloadDigests.of(fileAt: fileURL, offset: 0, length: size)
+        let digests = try await PayloadDigests.of(fileAt: fileURL, offset: 0, length: size, files: transport.files)
         try Self.checkContent(digests.sha256, of: attachment, key: key)
         let event = RequestEvent(operation: "PutObject", method: "PUT", object: key)
         try await transport.watched(event, attachmentId: attachment.id) { meter in
-            let sent = LockedValue<Int64>(0)
-            progress(TransferProgress(completedBytes: 0, totalBytes: size))
+            let sent = UploadProgress(totalBytes: size, progress: progress)
             let body = S3Request.Body.file(fileURL, offset: 0, length: size) { count in
                 meter.add(Int64(count))
-                let total = sent.withLock { sent -> Int64 in
-                    sent += Int64(count)
-                    return sent
-                }
-                progress(TransferProgress(completedBytes: total, totalBytes: size))
+                sent.add(count)
             }
             let request = S3Request(
                 method: .PUT, key: key,
@@ -258,7 +248,9 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
         attachment: Attachment, appendingTo destination: URL, from offset: Int64,
         progress: @escaping TransferProgressHandler
     ) async throws {
-        _ = try await download(attachment, into: destination, from: offset, requiresValidator: false, progress)
+        _ = try await transport.downloadObject(
+            try objectDownload(attachment), into: destination, from: offset, requiresValidator: false,
+            progress: progress)
     }
 
     /// Downloads the object into `destination`, streaming, and returns its size and the SHA-256 stored with it
@@ -275,38 +267,28 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
         attachment: Attachment, into destination: URL, from offset: Int64,
         progress: @escaping TransferProgressHandler
     ) async throws -> RemoteObjectInfo {
-        try await download(attachment, into: destination, from: offset, requiresValidator: true, progress)
+        try await transport.downloadObject(
+            try objectDownload(attachment), into: destination, from: offset, requiresValidator: true,
+            progress: progress)
     }
 
-    private func download(
-        _ attachment: Attachment, into destination: URL, from offset: Int64, requiresValidator: Bool,
-        _ progress: @escaping TransferProgressHandler
-    ) async throws -> RemoteObjectInfo {
+    /// How the attachment's object is downloaded: `GetObject` and `HeadObject` on its key, its stored SHA-256 in
+    /// the `x-amz-meta-sha256` header.
+    private func objectDownload(_ attachment: Attachment) throws -> ObjectDownload {
         let key = try objectKey(for: attachment)
-        let event = RequestEvent(operation: "GetObject", method: "GET", object: key)
-        let object = try await transport.watched(event, attachmentId: attachment.id) { meter in
-            try await self.transport.download(
-                to: destination, from: max(0, offset), expectedSize: attachment.size,
-                requiresValidator: requiresValidator, event: event, attachmentId: attachment.id, meter: meter,
-                parallel: self.parallelDownloads, progress: progress
-            ) { range, conditions, accepts in
-                let request = S3Request(
-                    method: .GET, key: key, headers: (range.map { [("range", $0)] } ?? []) + conditions,
-                    operation: "GetObject")
-                return try await self.send(request, attachmentId: attachment.id, accepts: accepts)
-            } head: { conditions in
-                let request = S3Request(method: .HEAD, key: key, headers: conditions, operation: "HeadObject")
-                return try await self.send(request, attachmentId: attachment.id, accepts: { _ in true })
-            }
+        return ObjectDownload(
+            attachment: attachment, event: RequestEvent(operation: "GetObject", method: "GET", object: key),
+            parallel: parallelDownloads, storedSHA256: .header(Self.sha256MetadataHeader)
+        ) { method, headers, accepts in
+            let operation = method == .HEAD ? "HeadObject" : "GetObject"
+            let request = S3Request(method: method, key: key, headers: headers, operation: operation)
+            return try await self.send(request, attachmentId: attachment.id, accepts: accepts)
         }
-        return RemoteObjectInfo(
-            size: object.size, sha256: validSHA256(object.headers.first(name: Self.sha256MetadataHeader)),
-            writtenSize: object.writtenSize, writtenSHA256: object.writtenSHA256)
     }
 
-    /// How large downloads are split, from the configuration; `nil` through presigned URLs.
+    /// How large downloads are split, from the configuration; `nil` when the authorizer does not split them.
     var parallelDownloads: ParallelDownloads? {
-        guard presigned == nil, let threshold = configuration.parallelDownloadThreshold else { return nil }
+        guard authorizer.splitsDownloads, let threshold = configuration.parallelDownloadThreshold else { return nil }
         return ParallelDownloads(
             threshold: threshold, partSize: configuration.partSize, concurrency: configuration.partConcurrency)
     }
@@ -344,19 +326,8 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     public func presignedURL(
         for attachment: Attachment, method: PresignedMethod = .get, expiresIn: Duration = .seconds(3600)
     ) async throws -> URL {
-        let key = try objectKey(for: attachment)
-        let target = target(key: key)
-        let credentials = try await credentialsCache.current()
-        let presigned = try signer.presign(
-            SigV4Signer.Request(method: method.rawValue, path: target.path, headers: [("host", target.host)]),
-            credentials: credentials, date: Date(), expiresIn: expiresIn)
-        let text = "\(target.scheme)://\(target.host)\(presigned.encodedPath)?\(presigned.encodedQuery)"
-        guard let url = URL(string: text) else {
-            throw AttachmentError(
-                code: .invalidConfiguration, message: "cannot form a presigned URL for \(String(reflecting: key))",
-                attachmentId: attachment.id, name: key)
-        }
-        return url
+        try await authorizer.presignedURL(
+            key: try objectKey(for: attachment), method: method, expiresIn: expiresIn, attachmentId: attachment.id)
     }
 
     /// Creates the bucket; succeeds when it exists already and is yours.
@@ -378,9 +349,8 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
             response, event: request.event, attachmentId: nil, upTo: HTTPTransport.maxErrorBody)
         guard (200..<300).contains(response.status.code) else {
             if S3XML.parseError(reply)?.code == "BucketAlreadyOwnedByYou" { return }
-            throw HTTPErrorClassification.error(
-                status: response.status, headers: response.headers, body: reply, service: "S3",
-                operation: "CreateBucket", object: configuration.bucket, attachmentId: nil)
+            throw transport.error(
+                for: response, body: reply, event: request.event, attachmentId: nil, object: configuration.bucket)
         }
     }
 
@@ -426,93 +396,52 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
         configuration.target(key: key)
     }
 
-    /// Signs and sends a request; returns the response when `accepts` its status, and otherwise throws the
-    /// classified error. Credentials the server refuses are dropped from the cache.
+    /// Sends a request authorised by the ``authorizer``; returns the response when `accepts` its status, and
+    /// otherwise throws the classified error.
+    ///
+    /// A refusal (401 or 403, or an error code that means bad credentials) is told to the authorizer (which
+    /// drops what it cached), and when the authorizer renews refused requests the request is sent once more
+    /// with a renewed authorisation; the answer to that try is final. A streamed body sent twice reports its
+    /// progress once.
     func send(
         _ s3Request: S3Request, attachmentId: String?,
         accepts: @escaping (HTTPResponseStatus) -> Bool = { (200..<300).contains($0.code) }
     ) async throws -> HTTPClientResponse {
-        if let presigned {
-            return try await sendPresigned(s3Request, with: presigned, attachmentId: attachmentId, accepts: accepts)
-        }
-        let credentials = try await credentialsCache.current()
-        let target = target(key: s3Request.key)
-        let signed = signer.sign(
-            SigV4Signer.Request(
-                method: s3Request.method.rawValue, path: target.path, query: s3Request.query,
-                headers: [("host", target.host)] + s3Request.headers),
-            payload: s3Request.payload, credentials: credentials, date: Date())
-        let query = signed.encodedQuery.isEmpty ? "" : "?" + signed.encodedQuery
-        var request = HTTPClientRequest(url: "\(target.scheme)://\(target.host)\(signed.encodedPath)\(query)")
-        request.method = s3Request.method
-        for (name, value) in signed.headers {
-            request.headers.add(name: name, value: value)
-        }
-        request.body = s3Request.body.requestBody(for: s3Request.method)
-        let response: HTTPClientResponse
-        do {
-            response = try await transport.send(
-                request, event: s3Request.event, attachmentId: attachmentId, accepts: accepts)
-        } catch let error as AttachmentError where error.code == .accessDenied {
-            await credentialsCache.invalidate()
-            throw error
-        }
-        // A refusal the caller accepts (to read its body itself) still means the credentials may be stale.
-        if response.status == .forbidden || response.status == .unauthorized {
-            await credentialsCache.invalidate()
-        }
-        return response
-    }
-}
-
-/// One S3 request before signing.
-struct S3Request: Sendable {
-    enum Body: Sendable {
-        case empty
-        case data(Data)
-        /// A byte range of a file, streamed; `onChunk` gets each chunk's size as it is sent.
-        case file(URL, offset: Int64, length: Int64, onChunk: @Sendable (Int) -> Void)
-    }
-
-    var method: HTTPMethod
-    /// The object key, or `nil` for a request on the bucket.
-    var key: String?
-    var query: [(name: String, value: String)] = []
-    /// Headers to sign and send (`host` and the `x-amz-` ones are added).
-    var headers: [(name: String, value: String)] = []
-    var body: Body = .empty
-    var payload: SigV4Signer.Payload = .empty
-    /// The S3 operation's name, for messages and the test observer.
-    var operation: String
-    var partNumber: Int?
-    /// The whole file's size, for `CreateMultipartUpload` (a presigning backend checks it against its limit).
-    var objectSize: Int64?
-
-    var event: RequestEvent {
-        RequestEvent(operation: operation, method: method.rawValue, object: key ?? "", partNumber: partNumber)
-    }
-}
-
-extension S3Request.Body {
-    /// The body as the HTTP client sends it: nothing, bytes, or the file range streamed.
-    func requestBody(for method: HTTPMethod) -> HTTPClientRequest.Body? {
-        switch self {
-        case .empty:
-            return method == .PUT || method == .POST ? .bytes(ByteBuffer()) : nil
-        case .data(let data):
-            return .bytes(ByteBuffer(bytes: data))
-        case .file(let url, let offset, let length, let onChunk):
-            return .stream(
-                FileChunks(url: url, offset: offset, length: length, onChunk: onChunk), length: .known(length))
+        let attempt = s3Request.reportingProgressOnce()
+        let request = attempt.request
+        var renewing = false
+        while true {
+            let authorized = try await authorizer.authorize(request, renewing: renewing)
+            var httpRequest = HTTPClientRequest(url: authorized.url)
+            httpRequest.method = request.method
+            for (name, value) in authorized.headers {
+                httpRequest.headers.add(name: name, value: value)
+            }
+            attempt.startAttempt()
+            httpRequest.body = request.body.requestBody(for: request.method, files: transport.files)
+            let mayRenew = !renewing && authorizer.renewsRefusedRequests
+            let response: HTTPClientResponse
+            do {
+                response = try await transport.send(
+                    httpRequest, event: request.event, attachmentId: attachmentId,
+                    accepts: { accepts($0) || (mayRenew && Self.isRefusal($0)) })
+            } catch let error as AttachmentError where error.code == .accessDenied {
+                await authorizer.refused(request, retrying: false)
+                throw error
+            }
+            // A refusal the caller accepts (to read its body itself) still means the authorisation may be stale.
+            guard Self.isRefusal(response.status) else { return response }
+            if mayRenew {
+                _ = try? await response.body.collect(upTo: HTTPTransport.maxErrorBody)
+            }
+            await authorizer.refused(request, retrying: mayRenew)
+            guard mayRenew else { return response }
+            renewing = true
         }
     }
 
-    /// The body's length in bytes.
-    var length: Int64 {
-        switch self {
-        case .empty: 0
-        case .data(let data): Int64(data.count)
-        case .file(_, _, let length, _): length
-        }
+    /// Whether a status says the server refused the request's authorisation.
+    static func isRefusal(_ status: HTTPResponseStatus) -> Bool {
+        status == .forbidden || status == .unauthorized
     }
 }

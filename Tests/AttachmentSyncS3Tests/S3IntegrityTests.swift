@@ -87,7 +87,7 @@ struct S3IntegrityTests {
             S3Request(method: .HEAD, key: file.filename, operation: "HeadObject"), attachmentId: nil)
         let size = head.headers.first(name: "content-length").flatMap { Int64($0) }
         let validator = try #require(ResumeValidator(headers: head.headers, size: size))
-        validator.save(to: HTTPTransport.resumeValidatorURL(for: destination))
+        validator.save(to: HTTPTransport.resumeValidatorURL(for: destination), files: SystemFileOperations())
         let handle = try FileHandle(forWritingTo: destination)
         try handle.truncate(atOffset: UInt64(count))
         try handle.close()

@@ -234,7 +234,7 @@ import Testing
         let error = HTTPErrorClassification.error(
             status: .serviceUnavailable,
             headers: ["Retry-After": "7", "x-amz-request-id": "tx-1"], body: body, service: "S3",
-            operation: "PutObject", object: "app/a.jpg", attachmentId: "a")
+            operation: "PutObject", object: "app/a.jpg", attachmentId: "a", now: Date())
         #expect(error.code == .remoteUnavailable)
         #expect(error.retryAfter == .seconds(7))
         #expect(error.attachmentId == "a")
@@ -251,7 +251,7 @@ import Testing
             string: "<?xml version=\"1.0\"?><Error><Code>SignatureDoesNotMatch</Code></Error>")
         let denied = HTTPErrorClassification.error(
             status: .forbidden, headers: ["x-amz-request-id": "tx-9"], body: body, service: "S3",
-            operation: "CreateBucket", object: "photos", attachmentId: nil)
+            operation: "CreateBucket", object: "photos", attachmentId: nil, now: Date())
         #expect(
             denied.description
                 == "accessDenied: S3 CreateBucket of \"photos\" failed: HTTP 403 SignatureDoesNotMatch (request id tx-9)"
