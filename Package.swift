@@ -74,11 +74,12 @@ let package = Package(
         // A process the crash test kills at random moments; in no product.
         .executableTarget(
             name: "attachment-sync-crash-worker",
-            dependencies: ["AttachmentSync"],
+            dependencies: ["AttachmentSync", "TestSupport"],
             path: "Tests/CrashWorker",
             swiftSettings: strictSettings
         ),
-        // Helpers shared by the test targets (bounded waits, running the CLI); in no product.
+        // Helpers shared by the test targets and the crash worker (bounded waits, running the CLI, the
+        // crash worker's files); Foundation only, in no product.
         .target(
             name: "TestSupport",
             path: "Tests/TestSupport",
