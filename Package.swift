@@ -65,7 +65,7 @@ let package = Package(
         .executableTarget(
             name: "attachment-sync-bench",
             dependencies: [
-                "AttachmentSync", "AttachmentSyncTesting", "AttachmentSyncS3",
+                "AttachmentSync", "AttachmentSyncTesting", "AttachmentSyncS3", "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "Benchmarks/attachment-sync-bench",
@@ -78,8 +78,8 @@ let package = Package(
             path: "Tests/CrashWorker",
             swiftSettings: strictSettings
         ),
-        // Helpers shared by the test targets and the crash worker (bounded waits, running the CLI, the
-        // crash worker's files); Foundation only, in no product.
+        // Helpers shared by the test targets, the crash worker and the benchmarks (bounded waits, child
+        // processes, running the CLI); Foundation only, in no library product.
         .target(
             name: "TestSupport",
             path: "Tests/TestSupport",
