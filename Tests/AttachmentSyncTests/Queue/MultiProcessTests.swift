@@ -91,6 +91,7 @@ struct MultiProcessTests {
             handedOver = try await run.verify(
                 workers: Self.names, leaseDuration: .milliseconds(300), round: "round \(round)")
         }
-        #expect(handedOver > 20, "\(run.replay): the workers handed over \(handedOver) files in all")
+        // More than 2.5 files a round (20 in the default 8), so a short replay is held to as much.
+        #expect(handedOver > Self.rounds * 5 / 2, "\(run.replay): the workers handed over \(handedOver) files in all")
     }
 }

@@ -47,6 +47,8 @@ struct ProcessCrashTests {
                 "\(run.replay), kill \(round): the worker \(termination) before the kill: \(process.capturedError)")
             handedOver = try await run.verify(workers: [nil], round: "kill \(round)")
         }
-        #expect(handedOver > 10, "\(run.replay): the worker handed over \(handedOver) files in all")
+        // The test exercised something: more than a file per three kills (10 in the default 30), so a short
+        // replay (fewer kills) is held to as much.
+        #expect(handedOver > Self.kills / 3, "\(run.replay): the worker handed over \(handedOver) files in all")
     }
 }
