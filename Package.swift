@@ -65,7 +65,7 @@ let package = Package(
         .executableTarget(
             name: "attachment-sync-bench",
             dependencies: [
-                "AttachmentSync", "AttachmentSyncTesting", "AttachmentSyncS3",
+                "AttachmentSync", "AttachmentSyncTesting", "AttachmentSyncS3", "TestSupport",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "Benchmarks/attachment-sync-bench",
@@ -74,11 +74,12 @@ let package = Package(
         // A process the crash test kills at random moments; in no product.
         .executableTarget(
             name: "attachment-sync-crash-worker",
-            dependencies: ["AttachmentSync"],
+            dependencies: ["AttachmentSync", "TestSupport"],
             path: "Tests/CrashWorker",
             swiftSettings: strictSettings
         ),
-        // Helpers shared by the test targets (bounded waits, running the CLI); in no product.
+        // Helpers shared by the test targets, the crash worker and the benchmarks (bounded waits, child
+        // processes, running the CLI); Foundation only, in no library product.
         .target(
             name: "TestSupport",
             path: "Tests/TestSupport",

@@ -108,7 +108,7 @@ struct Device: Sendable {
             sql: "SELECT count(*) AS n FROM attachments WHERE state = ?", parameters: [state.rawValue]
         ) { try $0.getInt(name: "n") }
         let reached = try await withDeadline(seconds: seconds) {
-            try await counts.first { orMore ? ($0.first ?? 0) >= count : $0 == [count] } != nil
+            try await counts.first(where: { orMore ? ($0.first ?? 0) >= count : $0 == [count] }) != nil
         }
         guard reached == true else {
             let seen = (try? await self.count(in: state)) ?? -1
@@ -123,7 +123,7 @@ struct Device: Sendable {
         }
         let expected = state.map { [$0.rawValue] } ?? []
         let reached = try await withDeadline(seconds: seconds) {
-            try await states.first { $0 == expected } != nil
+            try await states.first(where: { $0 == expected }) != nil
         }
         guard reached == true else {
             throw BenchmarkFailure(

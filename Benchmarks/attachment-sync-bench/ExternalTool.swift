@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 
 /// A command-line program a scenario compares against (`rclone`, `aws`), found on the `PATH`.
 struct ExternalTool: Sendable {
@@ -48,23 +49,14 @@ struct ExternalTool: Sendable {
     func run(
         _ arguments: [String], environment: [String: String], in folder: WorkFolder, label: String
     ) async throws -> Duration {
-        let outPath = folder.path("\(label).out")
         let errPath = folder.path("\(label).err")
-        guard FileManager.default.createFile(atPath: outPath, contents: nil),
-            FileManager.default.createFile(atPath: errPath, contents: nil),
-            let out = FileHandle(forWritingAtPath: outPath), let err = FileHandle(forWritingAtPath: errPath)
-        else { throw BenchmarkFailure("cannot create the output files of \(label) in \(folder.url.path)") }
-        defer {
-            try? out.close()
-            try? err.close()
-        }
         // A tool that hangs (a connection the server never answers) is killed and fails the run instead of
         // stalling it.
         let (status, elapsed) = try await measure {
-            try await Spawn.run(
+            try await ChildProcess.run(
                 url.path, arguments, environment: environment, directory: folder.url.path,
-                output: out.fileDescriptor, error: err.fileDescriptor, limit: Self.timeLimit,
-                what: "\(url.lastPathComponent) (\(label))")
+                standardOutput: .file(folder.path("\(label).out")), standardError: .file(errPath),
+                limit: Self.timeLimit, what: "\(url.lastPathComponent) (\(label))")
         }
         guard status == 0 else {
             let errors = (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? ""

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 
 /// P3: the peak resident memory of a process that saves one 1 GiB file from a file URL, uploads it to a
 /// folder remote, evicts it and downloads it again, against a process that only writes the same file and
@@ -43,7 +44,7 @@ enum LargeFileScenario {
 
     /// Runs this executable as a P3 child and parses its result line.
     private static func runChild(mode: String, folder: WorkFolder, size: Int64) async throws -> ChildResult {
-        let fields = try await ChildProcess.run(
+        let fields = try await ChildProcess.runThisExecutable(
             [LargeFileChild.command, mode, folder.url.path, String(size)], resultPrefix: LargeFileChild.resultPrefix,
             what: "P3 \(mode)")
         guard let peakField = fields.first, peakField.hasPrefix("peak="), let peak = Int64(peakField.dropFirst(5))

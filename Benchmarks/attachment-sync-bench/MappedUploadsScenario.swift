@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 
 /// P16: the peak memory of a process whose queue uploads four 200 MB files at once (`maxConcurrentTransfers`
 /// 4) through an adapter that implements only the seed's three `Data` methods, against the same process
@@ -59,7 +60,7 @@ enum MappedUploadsScenario {
 
     /// Runs this executable as a P16 child and parses its result line.
     private static func runChild(mode: String, folder: WorkFolder, size: Int64) async throws -> ChildResult {
-        let fields = try await ChildProcess.run(
+        let fields = try await ChildProcess.runThisExecutable(
             [MappedUploadsChild.command, mode, folder.url.path, String(size), String(count)],
             resultPrefix: MappedUploadsChild.resultPrefix, what: "P16 \(mode)")
         var values: [String: String] = [:]

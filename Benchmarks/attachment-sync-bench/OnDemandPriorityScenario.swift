@@ -70,7 +70,7 @@ enum OnDemandPriorityScenario {
                     parameters: [AttachmentState.synced.rawValue]
                 ) { try $0.getInt(name: "n") }
                 let reached = try await withDeadline(seconds: 120) {
-                    try await counts.first { ($0.first ?? 0) >= wanted } != nil
+                    try await counts.first(where: { ($0.first ?? 0) >= wanted }) != nil
                 }
                 guard reached == true else { throw BenchmarkFailure("P15: the queue did not get going in 120 s") }
                 var times: [Duration] = []

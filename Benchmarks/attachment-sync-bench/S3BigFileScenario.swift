@@ -1,6 +1,7 @@
 import AttachmentSync
 import AttachmentSyncS3
 import Foundation
+import TestSupport
 
 /// P9: one big file (1 GiB; 64 MiB with `--quick`) up to and down from the local Ceph S3 gateway: by
 /// ``S3RemoteStorage`` (a multipart upload with parts sent in parallel; a streamed GET) in a child process of
@@ -132,7 +133,7 @@ enum S3BigFileScenario {
     ) async throws -> (elapsed: Duration, peak: Int64) {
         // Timed from launch to exit, like the tools.
         let (fields, elapsed) = try await measure {
-            try await ChildProcess.run(
+            try await ChildProcess.runThisExecutable(
                 [S3BigFileChild.command, mode, folder.url.path, bucket.name, key, String(size)],
                 resultPrefix: S3BigFileChild.resultPrefix, what: "P9 \(mode)")
         }

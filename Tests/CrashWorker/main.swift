@@ -1,5 +1,6 @@
 import AttachmentSync
 import Foundation
+import TestSupport
 
 // A process for the crash test (Tests/AttachmentSyncTests/Queue/ProcessCrashTests.swift) to kill with
 // SIGKILL at random moments: it saves files the app "recorded" (moving them into the queue), deletes some,
@@ -27,17 +28,6 @@ else {
 let root = URL(fileURLWithPath: arguments[1])
 let journalName = name.map { "journal-\($0)" } ?? "journal"
 let idPrefix = name.map { "\($0)-" } ?? ""
-
-/// The content of file number `n`: deterministic, so the test knows what it must find.
-func content(_ n: Int) -> Data {
-    var state = UInt64(n) &* 0x9E37_79B9_7F4A_7C15 &+ 1
-    let size = Int(state % 150_000) + 1
-    return Data(
-        (0..<size).map { _ in
-            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-            return UInt8(truncatingIfNeeded: state >> 33)
-        })
-}
 
 /// Appends a line to the journal with one `write`, so a kill leaves whole lines (or none) behind.
 func journal(_ line: String) {
@@ -86,16 +76,9 @@ let journalPath = root.appendingPathComponent(journalName).path
 if !FileManager.default.fileExists(atPath: journalPath) {
     _ = FileManager.default.createFile(atPath: journalPath, contents: nil)
 }
-let previous = (try? String(contentsOfFile: journalPath, encoding: .utf8)) ?? ""
-var number =
-    previous.split(separator: "\n").compactMap { line -> Int? in
-        let parts = line.split(separator: " ")
-        return parts.count == 2 && parts[0] == "prepared" ? Int(parts[1]) : nil
-    }.max().map { $0 + 1 } ?? 0
-var saved: [Int] = previous.split(separator: "\n").compactMap { line in
-    let parts = line.split(separator: " ")
-    return parts.count == 2 && parts[0] == "saved" ? Int(parts[1]) : nil
-}
+let previous = CrashWorkerFiles.journal(at: journalPath)
+var number = CrashWorkerFiles.numbers("prepared", inJournal: previous).max().map { $0 + 1 } ?? 0
+var saved = CrashWorkerFiles.numbers("saved", inJournal: previous)
 
 let user = root.appendingPathComponent(name.map { "user-\($0)" } ?? "user")
 try FileManager.default.createDirectory(at: user, withIntermediateDirectories: true)
@@ -105,7 +88,7 @@ while true {
     case 0..<5:
         // The app recorded a file; it hands it over.
         let source = user.appendingPathComponent("f\(number).bin")
-        try content(number).write(to: source)
+        try CrashWorkerFiles.content(number).write(to: source)
         journal("prepared \(number)")
         let id = "\(idPrefix)f\(number)"
         let referenced = next(below: 2) == 0

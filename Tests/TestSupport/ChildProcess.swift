@@ -6,9 +6,11 @@ import Foundation
     import Darwin
 #endif
 
-/// A program the tests run as a child process (the CLI, the crash worker, `curl`), started with `posix_spawn`.
+/// A program the tests (the CLI, the crash worker, `curl`) and the benchmarks (the tools they compare
+/// against, the benchmark itself for a scenario whose memory must be its own) run as a child process, started
+/// with `posix_spawn`.
 ///
-/// Tests never use Foundation's `Process`: on Linux its `run()` (swift-corelibs-foundation, Swift 6.3) reads
+/// Neither uses Foundation's `Process`: on Linux its `run()` (swift-corelibs-foundation, Swift 6.3) reads
 /// past the end of `readdir`'s buffer while it looks for the highest open descriptor in `/proc/self/fd`, and
 /// now and then that crashes the whole test process (SIGSEGV in `__memcpy`, swift-corelibs-foundation #5472).
 ///
@@ -80,12 +82,13 @@ package final class ChildProcess: @unchecked Sendable {
     ///
     /// - Parameters:
     ///   - environment: The child's whole environment. The default is this process's.
+    ///   - directory: The folder the child starts in. The default, `nil`, is this process's.
     ///   - standardOutput: Where its standard output goes. The default is ``Output/discard``.
     ///   - standardError: Where its standard error goes. The default is ``Output/discard``.
     /// - Throws: ``ChildProcessError`` naming the program or file and the system's reason when it cannot start.
     package init(
         _ executable: String, _ arguments: [String],
-        environment: [String: String] = ProcessInfo.processInfo.environment,
+        environment: [String: String] = ProcessInfo.processInfo.environment, directory: String? = nil,
         standardOutput: Output = .discard, standardError: Output = .discard
     ) throws {
         self.executable = executable
@@ -110,7 +113,8 @@ package final class ChildProcess: @unchecked Sendable {
                     given.append(writeEnd)
                 }
             }
-            pid = try Self.spawn(executable, arguments, environment: environment, descriptors: given)
+            pid = try Self.spawn(
+                executable, arguments, environment: environment, directory: directory, descriptors: given)
         } catch {
             for reader in readers { _ = close(reader.descriptor) }
             throw error
@@ -297,7 +301,7 @@ package final class ChildProcess: @unchecked Sendable {
     private static func pipe() throws -> (readEnd: Int32, writeEnd: Int32) {
         var ends: [Int32] = [-1, -1]
         #if canImport(Glibc)
-            if let pipe2 = GlibcExtras.pipe2 {
+            if let pipe2 = CLibraryExtras.pipe2 {
                 guard pipe2(&ends, O_CLOEXEC) == 0 else { throw ChildProcessError("cannot make a pipe", errno) }
                 return (ends[0], ends[1])
             }
@@ -308,9 +312,11 @@ package final class ChildProcess: @unchecked Sendable {
         return (ends[0], ends[1])
     }
 
-    /// Starts the child with `descriptors` as its 0, 1 and 2 and no other; returns its pid.
+    /// Starts the child with `descriptors` as its 0, 1 and 2 and no other, in `directory` (`nil`: this
+    /// process's); returns its pid.
     private static func spawn(
-        _ executable: String, _ arguments: [String], environment: [String: String], descriptors: [Int32]
+        _ executable: String, _ arguments: [String], environment: [String: String], directory: String?,
+        descriptors: [Int32]
     ) throws -> pid_t {
         #if canImport(Darwin)
             var actions: posix_spawn_file_actions_t? = nil
@@ -328,12 +334,18 @@ package final class ChildProcess: @unchecked Sendable {
         for (number, descriptor) in descriptors.enumerated() {
             try check(posix_spawn_file_actions_adddup2(&actions, descriptor, Int32(number)), "adddup2")
         }
+        if let directory {
+            guard let addChangeDirectory = CLibraryExtras.addChangeDirectory else {
+                throw ChildProcessError("this C library has no posix_spawn_file_actions_addchdir_np", ENOSYS)
+            }
+            try check(addChangeDirectory(&actions, directory), "posix_spawn_file_actions_addchdir_np \(directory)")
+        }
         var flags = Int32(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF)
         #if canImport(Darwin)
             // Every descriptor not named by a file action is closed in the child.
             flags |= Int32(POSIX_SPAWN_CLOEXEC_DEFAULT)
         #else
-            if let closeFrom = GlibcExtras.addCloseFrom {
+            if let closeFrom = CLibraryExtras.addCloseFrom {
                 try check(closeFrom(&actions, 3), "posix_spawn_file_actions_addclosefrom_np")
             }
         #endif
@@ -373,8 +385,8 @@ package struct ChildProcessError: Error, CustomStringConvertible {
     package var description: String { "\(what): \(String(cString: strerror(code))) (errno \(code))" }
 }
 
-// The C calls whose names the methods above use for themselves, and the glibc functions Swift's Glibc
-// module leaves out (it is imported without _GNU_SOURCE): looked up by name, absent on an older C library.
+// The C calls whose names the methods above use for themselves, and the functions Swift's C modules leave
+// out (Glibc is imported without _GNU_SOURCE): looked up by name, absent on an older C library.
 
 private func sendSignal(_ pid: pid_t, _ signal: Int32) -> Int32 { kill(pid, signal) }
 private func readBytes(_ descriptor: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
@@ -383,20 +395,38 @@ private func readBytes(_ descriptor: Int32, _ buffer: UnsafeMutableRawPointer?, 
 private func openFile(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 { open(path, flags, mode) }
 private func makePipe(_ ends: UnsafeMutablePointer<Int32>) -> Int32 { pipe(ends) }
 
-#if canImport(Glibc)
-    private enum GlibcExtras {
+/// What a `posix_spawn_file_actions_t *` points to as Swift sees it: Darwin's type is itself a pointer
+/// (`void *`, imported as an optional raw pointer), glibc's a struct.
+#if canImport(Darwin)
+    private typealias FileActions = posix_spawn_file_actions_t?
+#else
+    private typealias FileActions = posix_spawn_file_actions_t
+#endif
+
+private enum CLibraryExtras {
+    typealias AddChangeDirectory = @convention(c) (UnsafeMutablePointer<FileActions>?, UnsafePointer<CChar>?) -> Int32
+
+    /// `posix_spawn_file_actions_addchdir_np` (glibc 2.29, macOS 10.15; newer Apple SDKs rename it).
+    static let addChangeDirectory = function("posix_spawn_file_actions_addchdir_np", as: AddChangeDirectory.self)
+
+    #if canImport(Glibc)
         typealias Pipe2 = @convention(c) (UnsafeMutablePointer<Int32>?, Int32) -> Int32
-        typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32
+        typealias AddCloseFrom = @convention(c) (UnsafeMutablePointer<FileActions>?, Int32) -> Int32
 
         /// `pipe2` (glibc 2.9).
         static let pipe2 = function("pipe2", as: Pipe2.self)
         /// `posix_spawn_file_actions_addclosefrom_np` (glibc 2.34).
         static let addCloseFrom = function("posix_spawn_file_actions_addclosefrom_np", as: AddCloseFrom.self)
+    #endif
 
-        static func function<F>(_ name: String, as type: F.Type) -> F? {
-            // A nil handle is RTLD_DEFAULT: the process's global symbols, the C library's among them.
-            guard let symbol = dlsym(nil, name) else { return nil }
-            return unsafeBitCast(symbol, to: type)
-        }
+    static func function<F>(_ name: String, as type: F.Type) -> F? {
+        // The handle for the process's global symbols, the C library's among them.
+        #if canImport(Darwin)
+            let handle = RTLD_DEFAULT
+        #else
+            let handle: UnsafeMutableRawPointer? = nil
+        #endif
+        guard let symbol = dlsym(handle, name) else { return nil }
+        return unsafeBitCast(symbol, to: type)
     }
-#endif
+}

@@ -34,6 +34,12 @@ final class DemoConsole: Sendable {
         self.onOutputClosed = onOutputClosed
     }
 
+    /// Writes an empty line, then `title`: the start of a step or a report.
+    func section(_ title: String) {
+        line()
+        line(title)
+    }
+
     /// Writes `text` as a line of its own.
     func line(_ text: String = "") {
         openStatus.withLock { openStatus in

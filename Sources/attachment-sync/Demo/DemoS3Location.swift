@@ -43,11 +43,7 @@ struct DemoS3Location: Sendable {
             throw ValidationError(
                 "--s3 names no bucket: add it as the first path component, as in \(Self.example).")
         }
-        guard Self.isValidBucketName(bucket) else {
-            throw ValidationError(
-                "--s3 bucket name \(String(reflecting: bucket)) is not valid: use 3 to 63 lowercase letters, "
-                    + "digits, dots and hyphens, starting and ending with a letter or a digit.")
-        }
+        try AWSEnvironment.requireValidBucketName(bucket, for: "--s3")
         try AWSEnvironment.requireCredentials(in: environment, for: "--s3")
         var base = components
         base.path = ""
@@ -58,16 +54,5 @@ struct DemoS3Location: Sendable {
         self.bucket = bucket
         self.prefix = path.dropFirst().map { $0 + "/" }.joined()
         self.region = AWSEnvironment.region(in: environment)
-    }
-
-    /// Whether S3 accepts `name` as a bucket name: 3 to 63 lowercase letters, digits, dots and hyphens,
-    /// starting and ending with a letter or a digit.
-    static func isValidBucketName(_ name: String) -> Bool {
-        let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789.-")
-        let letterOrDigit = Set("abcdefghijklmnopqrstuvwxyz0123456789")
-        guard (3...63).contains(name.count), name.allSatisfy(allowed.contains),
-            let first = name.first, let last = name.last
-        else { return false }
-        return letterOrDigit.contains(first) && letterOrDigit.contains(last)
     }
 }

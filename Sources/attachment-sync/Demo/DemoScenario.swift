@@ -77,6 +77,17 @@ struct DemoScenario: Sendable {
         var isDone: Bool
         /// The bytes moved so far, for the rate shown with `--bwlimit`, or `nil` when the step moves none.
         var bytes: Int? = nil
+
+        /// A transfer step's progress: `done` (uploaded, say) of `total` records, which `snapshot` must hold
+        /// exactly when the step is over; the status line says `what` (`A  uploaded`), the count and bytes.
+        static func transferred(_ done: [Attachment], of total: Int, in snapshot: DemoSnapshot, _ what: String) -> Poll
+        {
+            let bytes = done.reduce(0) { $0 + Int($1.size ?? 0) }
+            return Poll(
+                completed: done.count, total: total,
+                line: "\(what) \(done.count)/\(total)  (\(DemoReport.bytes(bytes)))",
+                isDone: done.count == total && snapshot.records.count == total, bytes: bytes)
+        }
     }
 
     // MARK: - Running
@@ -144,14 +155,12 @@ struct DemoScenario: Sendable {
                 // The user wants out: no report, which may download every remote copy.
                 return DemoFailure("interrupted by \(DemoControl.name(of: number))")
             case .timedOut where !(error is DemoFailure):
-                console.line()
-                console.line("state when the demo stopped:")
+                console.section("state when the demo stopped:")
                 try? await report(a, b, failed: true)
                 return DemoFailure(
                     "timed out after \(DemoReport.shortSeconds(timeout)) \(control.lastSeen.withLock { $0 })")
             default:
-                console.line()
-                console.line("state when the demo stopped:")
+                console.section("state when the demo stopped:")
                 try? await report(a, b, failed: true)
                 return error
             }
@@ -249,8 +258,7 @@ struct DemoScenario: Sendable {
     /// Step 1, device A: the inspector ticks every item and takes a photo of it; the queue uploads them.
     private func captureAndUpload(_ stage: Stage) async throws -> [Photo] {
         let a = stage.a
-        console.line()
-        console.line("1. A completes \(count) checklist items, with a photo each")
+        console.section("1. A completes \(count) checklist items, with a photo each")
         control.lastSeen.withLock { $0 = "while A captured 0/\(count) photos" }
         let rows = checklistRows()
         try await a.db.writeTransaction { tx in
@@ -295,15 +303,7 @@ struct DemoScenario: Sendable {
         console.endStatus()
         try await wait("A to upload every photo", since: started, deadline: stage.deadline) {
             let snapshot = try await a.snapshot()
-            let synced = snapshot.records(in: .synced)
-            let bytes = synced.reduce(0) { $0 + Int($1.size ?? 0) }
-            return Poll(
-                completed: synced.count,
-                total: count,
-                line: "A  uploaded \(synced.count)/\(count)  (\(DemoReport.bytes(bytes)))",
-                isDone: synced.count == count && snapshot.records.count == count,
-                bytes: bytes
-            )
+            return .transferred(snapshot.records(in: .synced), of: count, in: snapshot, "A  uploaded")
         }
         return photos
     }
@@ -312,8 +312,7 @@ struct DemoScenario: Sendable {
     /// then it fetches the first few on request, with progress bars, and purges one of them.
     private func syncRowsOnDemand(_ stage: Stage, photos: [Photo]) async throws {
         let b = stage.b
-        console.line()
-        console.line("2. the checklist rows reach B, whose queue downloads photos only on request")
+        console.section("2. the checklist rows reach B, whose queue downloads photos only on request")
         let started = ContinuousClock.now
         try await copyRowsToB(stage)
         try await wait("B to record every photo", since: started, deadline: stage.deadline) {
@@ -390,8 +389,7 @@ struct DemoScenario: Sendable {
     /// name. Then every copy is compared with the original.
     private func syncRowsAndDownload(_ stage: Stage, photos: [Photo]) async throws {
         let b = stage.b
-        console.line()
-        console.line("2. the checklist rows reach B (the demo copies them; PowerSync would in an app)")
+        console.section("2. the checklist rows reach B (the demo copies them; PowerSync would in an app)")
         if outage { try await simulateOutage(stage) }
         let started = ContinuousClock.now
         if !outage { try await copyRowsToB(stage) }
@@ -400,14 +398,7 @@ struct DemoScenario: Sendable {
             let onDisk = snapshot.records(in: .synced).filter { record in
                 record.localUri.map { FileManager.default.fileExists(atPath: $0) } ?? false
             }
-            let bytes = onDisk.reduce(0) { $0 + Int($1.size ?? 0) }
-            return Poll(
-                completed: onDisk.count,
-                total: count,
-                line: "B  downloaded \(onDisk.count)/\(count)  (\(DemoReport.bytes(bytes)))",
-                isDone: onDisk.count == count && snapshot.records.count == count,
-                bytes: bytes
-            )
+            return .transferred(onDisk, of: count, in: snapshot, "B  downloaded")
         }
         let compared = try await compareCopies(of: photos, stage)
         console.line(
@@ -445,8 +436,7 @@ struct DemoScenario: Sendable {
     private func deleteOnA(_ stage: Stage, photo: Photo) async throws {
         let a = stage.a
         let id = photo.attachmentId
-        console.line()
-        console.line("3. A deletes the photo of \"\(photo.item.description ?? photo.item.id)\" (\(id))")
+        console.section("3. A deletes the photo of \"\(photo.item.description ?? photo.item.id)\" (\(id))")
         let started = ContinuousClock.now
         try await a.queue.deleteFile(attachmentId: id) { tx, _ in
             try tx.execute(sql: "UPDATE checklists SET photo_id = NULL WHERE photo_id = ?", arguments: [id])
@@ -473,8 +463,7 @@ struct DemoScenario: Sendable {
     private func archiveOnB(_ stage: Stage, photo: Photo) async throws {
         let b = stage.b
         let id = photo.attachmentId
-        console.line()
-        console.line("4. the cleared photo_id reaches B")
+        console.section("4. the cleared photo_id reaches B")
         let started = ContinuousClock.now
         try await b.db.writeTransaction { tx in
             try tx.execute(sql: "UPDATE checklists SET photo_id = NULL WHERE id = ?", arguments: [photo.item.id])
@@ -627,8 +616,7 @@ struct DemoScenario: Sendable {
         let known = Set(devices.flatMap { $0.snapshot.records.map(\.filename) })
         let remoteState = DemoSnapshot(records: [], files: try await remote.objects(among: known))
         if !failed {
-            console.line()
-            console.line("records by state, and files on disk:")
+            console.section("records by state, and files on disk:")
         }
         for line in DemoReport.table(devices: devices, remote: remoteState) {
             console.line("  " + line)

@@ -129,12 +129,20 @@ struct GCCommand: AsyncParsableCommand {
     static func text(
         _ plan: RemoteGarbageCollection, remote: String, grace: String, applied: Bool, keptAtApply: [RemoteFile] = []
     ) -> String {
-        let unreferenced = plan.candidates.count + plan.recent.count
+        /// `1 file`, `2 files`.
+        func files(_ count: Int) -> String { "\(count) file\(count == 1 ? "" : "s")" }
         var lines = [
-            "listed \(plan.listedFiles) file\(plan.listedFiles == 1 ? "" : "s") in \(remote): "
-                + "\(plan.referencedFiles) referenced, \(unreferenced) unreferenced"
+            "listed \(files(plan.listedFiles)) in \(remote): "
+                + "\(plan.referencedFiles) referenced, \(plan.candidates.count + plan.recent.count) unreferenced"
                 + (plan.foreign.isEmpty ? "" : ", \(plan.foreign.count) foreign")
         ]
+        /// A line per file of `list` (the first `limit`), then how many more there are.
+        func append(_ list: [RemoteFile], atMost limit: Int = .max) {
+            for file in list.prefix(limit) {
+                lines.append("  \(file.storedName)  \(Self.describe(file, now: plan.now))")
+            }
+            if list.count > limit { lines.append("  … and \(list.count - limit) more") }
+        }
         // With --apply, the candidates kept because they lost their stored hash are listed apart.
         let kept = Set(keptAtApply.map(\.storedName))
         let deleted = plan.candidates.filter { !kept.contains($0.storedName) }
@@ -142,13 +150,10 @@ struct GCCommand: AsyncParsableCommand {
         if plan.candidates.isEmpty {
             lines.append("nothing to delete: no unreferenced file of this library's is older than \(grace)")
         } else {
-            let count = "\(deleted.count) file\(deleted.count == 1 ? "" : "s")"
             lines.append(
-                (applied ? "deleted \(count) (\(bytes))" : "would delete \(count) (\(bytes))")
-                    + " last written more than \(grace) ago:")
-            for file in deleted {
-                lines.append("  \(file.storedName)  \(Self.describe(file, now: plan.now))")
-            }
+                (applied ? "deleted" : "would delete")
+                    + " \(files(deleted.count)) (\(bytes)) last written more than \(grace) ago:")
+            append(deleted)
         }
         if !keptAtApply.isEmpty {
             lines.append(
@@ -160,30 +165,20 @@ struct GCCommand: AsyncParsableCommand {
             lines.append(
                 "kept \(plan.recent.count) unreferenced file\(plan.recent.count == 1 ? "" : "s") "
                     + "written within the last \(grace) (or of unknown age):")
-            for file in plan.recent.prefix(20) {
-                lines.append("  \(file.storedName)  \(Self.describe(file, now: plan.now))")
-            }
-            if plan.recent.count > 20 { lines.append("  … and \(plan.recent.count - 20) more") }
+            append(plan.recent, atMost: 20)
         }
         if !plan.foreign.isEmpty {
             lines.append(
-                "kept \(plan.foreign.count) file\(plan.foreign.count == 1 ? "" : "s") this library did not write "
+                "kept \(files(plan.foreign.count)) this library did not write "
                     + "(no SHA-256 of its uploads stored with them), whatever their age:")
-            for file in plan.foreign.prefix(50) {
-                lines.append("  \(file.storedName)  \(Self.describe(file, now: plan.now))")
-            }
-            if plan.foreign.count > 50 { lines.append("  … and \(plan.foreign.count - 50) more") }
+            append(plan.foreign, atMost: 50)
         }
         if !plan.leftovers.isEmpty {
-            let count = "\(plan.leftovers.count) file\(plan.leftovers.count == 1 ? "" : "s")"
-            let bytes = DemoReport.bytes(plan.leftoverBytes)
             lines.append(
-                (applied ? "deleted \(count)" : "would delete \(count)") + " (\(bytes)) the remote kept for itself "
-                    + "and no file needs (interrupted uploads, hashes of deleted files), older than \(grace):")
-            for file in plan.leftovers.prefix(20) {
-                lines.append("  \(file.storedName)  \(Self.describe(file, now: plan.now))")
-            }
-            if plan.leftovers.count > 20 { lines.append("  … and \(plan.leftovers.count - 20) more") }
+                (applied ? "deleted" : "would delete")
+                    + " \(files(plan.leftovers.count)) (\(DemoReport.bytes(plan.leftoverBytes))) the remote kept for "
+                    + "itself and no file needs (interrupted uploads, hashes of deleted files), older than \(grace):")
+            append(plan.leftovers, atMost: 20)
         }
         if !applied, !plan.candidates.isEmpty || !plan.leftovers.isEmpty {
             lines.append("nothing was deleted: run again with --apply to delete")

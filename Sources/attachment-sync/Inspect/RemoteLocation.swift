@@ -148,11 +148,7 @@ struct S3Location: Sendable {
             throw ValidationError(
                 "--remote \(OpenedRemote.redacted(text)) is not an S3 location like s3://bucket-name/prefix")
         }
-        guard DemoS3Location.isValidBucketName(bucket) else {
-            throw ValidationError(
-                "--remote bucket name \(String(reflecting: bucket)) is not valid: use 3 to 63 lowercase letters, "
-                    + "digits, dots and hyphens, starting and ending with a letter or a digit")
-        }
+        try AWSEnvironment.requireValidBucketName(bucket, for: "--remote")
         try AWSEnvironment.requireCredentials(in: environment, for: "an s3:// remote")
         region = AWSEnvironment.region(in: environment)
         if let endpoint {
@@ -175,7 +171,8 @@ struct S3Location: Sendable {
     }
 }
 
-/// The AWS variables the commands read credentials and the region from.
+/// What the S3 options need: the AWS variables the commands read credentials and the region from, and a valid
+/// bucket name.
 enum AWSEnvironment {
     /// Throws `ValidationError` naming the first of `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` that is
     /// not set; `what` says what needs them (`--s3`, say).
@@ -185,6 +182,20 @@ enum AWSEnvironment {
                 "\(what) takes its credentials from the environment, and \(name) is not set: set "
                     + "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary "
                     + "credentials; AWS_REGION defaults to us-east-1).")
+        }
+    }
+
+    /// Throws `ValidationError` unless S3 accepts `name` as a bucket name: 3 to 63 lowercase letters, digits,
+    /// dots and hyphens, starting and ending with a letter or a digit; `what` names the option (`--s3`, say).
+    static func requireValidBucketName(_ name: String, for what: String) throws {
+        let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789.-")
+        let letterOrDigit = Set("abcdefghijklmnopqrstuvwxyz0123456789")
+        guard (3...63).contains(name.count), name.allSatisfy(allowed.contains),
+            let first = name.first, letterOrDigit.contains(first), let last = name.last, letterOrDigit.contains(last)
+        else {
+            throw ValidationError(
+                "\(what) bucket name \(String(reflecting: name)) is not valid: use 3 to 63 lowercase letters, digits, "
+                    + "dots and hyphens, starting and ending with a letter or a digit.")
         }
     }
 

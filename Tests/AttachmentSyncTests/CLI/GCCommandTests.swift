@@ -9,32 +9,22 @@ import Testing
 struct GCCommandTests {
     @Test("unreferenced files older than the grace period are listed, and deleted only with --apply")
     func collectsOnlyOldUnreferencedFiles() async throws {
-        let remoteFolder = try TemporaryDirectory()
-        let remotePath = remoteFolder.path("remote")
-        let remote = FileSystemRemoteStorage(directory: remotePath)
-        let phone = try QueueHarness(remote: remote)
-        let tablet = try QueueHarness(remote: remote)
-        _ = try await phone.queue.saveFile(data: testBytes(3_000), mediaType: nil, fileExtension: "jpg", id: "phone")
-        _ = try await tablet.queue.saveFile(data: testBytes(2_000), mediaType: nil, fileExtension: "jpg", id: "tablet")
-        try await phone.queue.syncNow()
-        try await tablet.queue.syncNow()
+        let remote = try FolderRemote()
+        let remotePath = remote.path
+        let phone = try await remote.device(uploading: [("phone", testBytes(3_000))], fileExtension: "jpg")
+        let tablet = try await remote.device(uploading: [("tablet", testBytes(2_000))], fileExtension: "jpg")
         await phone.queue.close()
         await tablet.queue.close()
         // Left behind by a device that no longer exists, ten days ago; and one uploaded a moment ago by a
         // device whose row has not arrived.
+        let tenDaysAgo = Date().addingTimeInterval(-10 * 86_400)
         let leftBehind = Attachment(
             id: "x", filename: "Old Photo.JPG", state: .synced, contentHash: FileStreaming.sha256(testBytes(4_096)))
-        try await remote.uploadFile(data: testBytes(4_096), attachment: leftBehind)
-        try FileManager.default.setAttributes(
-            [.modificationDate: Date().addingTimeInterval(-10 * 86_400)],
-            ofItemAtPath: try remote.fileURL(for: leftBehind).path)
-        try Data(testBytes(100)).write(to: URL(fileURLWithPath: remotePath).appendingPathComponent("fresh.jpg"))
+        try await remote.upload(testBytes(4_096), as: leftBehind, writtenAt: tenDaysAgo)
+        try remote.place(testBytes(100), named: "fresh.jpg")
         // An upload that crashed before its copy was linked, ten days ago.
-        let interrupted = URL(fileURLWithPath: remotePath).appendingPathComponent(
-            ".attachment-sync-tmp-5eed5eed-0E984725-C51C-4BF4-9960-E1C80E27ABA0")
-        try Data(testBytes(2_048)).write(to: interrupted)
-        try FileManager.default.setAttributes(
-            [.modificationDate: Date().addingTimeInterval(-10 * 86_400)], ofItemAtPath: interrupted.path)
+        let interrupted = ".attachment-sync-tmp-5eed5eed-0E984725-C51C-4BF4-9960-E1C80E27ABA0"
+        try remote.place(testBytes(2_048), named: interrupted, writtenAt: tenDaysAgo)
         let tool = try CommandLineTool.locate()
         let phoneDB = phone.folder.path("app.sqlite")
         let tabletDB = tablet.folder.path("app.sqlite")
@@ -47,7 +37,7 @@ struct GCCommandTests {
         #expect(dryRun.standardOutput.contains("^old%20^photo.^j^p^g"))
         #expect(dryRun.standardOutput.contains("fresh.jpg  100 B, written"))
         #expect(dryRun.standardOutput.contains("would delete 1 file (2.0 KiB) the remote kept for itself"))
-        #expect(dryRun.standardOutput.contains(interrupted.lastPathComponent))
+        #expect(dryRun.standardOutput.contains(interrupted))
         #expect(dryRun.standardOutput.contains("run again with --apply"))
         #expect(try Self.names(remotePath).filter { !$0.hasPrefix(".") }.count == 4, "a dry run deletes nothing")
 
@@ -86,30 +76,21 @@ struct GCCommandTests {
 
     @Test("files the library did not write (no stored SHA-256) are listed as foreign and kept, whatever their age")
     func keepsForeignFiles() async throws {
-        let remoteFolder = try TemporaryDirectory()
-        let remotePath = remoteFolder.path("remote")
-        let remote = FileSystemRemoteStorage(directory: remotePath)
-        let phone = try QueueHarness(remote: remote)
-        _ = try await phone.queue.saveFile(data: testBytes(3_000), mediaType: nil, fileExtension: "jpg", id: "phone")
-        try await phone.queue.syncNow()
+        let remote = try FolderRemote()
+        let remotePath = remote.path
+        let phone = try await remote.device(uploading: [("phone", testBytes(3_000))], fileExtension: "jpg")
         await phone.queue.close()
         let month = Date().addingTimeInterval(-30 * 86_400)
         // An attachment a device uploaded and no record names any more: the library's, collectable.
         let orphan = Attachment(id: "orphan", filename: "orphan.jpg", state: .synced)
-        try await remote.uploadFile(data: testBytes(1_024), attachment: orphan)
-        try FileManager.default.setAttributes(
-            [.modificationDate: month], ofItemAtPath: try remote.fileURL(for: orphan).path)
+        try await remote.upload(testBytes(1_024), as: orphan, writtenAt: month)
         // What people and other tools keep in a shared folder, a month old; one named like an attachment.
         let foreign: [String: Data] = [
             ".DS_Store": Data([0, 0, 0, 1, 66, 117, 100, 49]), "important-backup.tar": testBytes(5_000, seed: 3),
             "readme.txt": Data("Photos of the site inspections. Do not delete.\n".utf8),
             "lost-photo.jpg": testBytes(700, seed: 4),
         ]
-        for (name, data) in foreign {
-            let url = URL(fileURLWithPath: remotePath).appendingPathComponent(name)
-            try data.write(to: url)
-            try FileManager.default.setAttributes([.modificationDate: month], ofItemAtPath: url.path)
-        }
+        for (name, data) in foreign { try remote.place(data, named: name, writtenAt: month) }
         let tool = try CommandLineTool.locate()
         let db = phone.folder.path("app.sqlite")
 

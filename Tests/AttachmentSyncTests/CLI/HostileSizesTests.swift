@@ -92,9 +92,7 @@ struct HostileSizesTests {
 
     /// The seed of the random tables: `ATTACHMENT_SYNC_FUZZ_SEED`, or a new one each run; every failure
     /// prints it, and `ATTACHMENT_SYNC_FUZZ_SEED=<seed>` replays the run.
-    static let seed: UInt64 =
-        ProcessInfo.processInfo.environment["ATTACHMENT_SYNC_FUZZ_SEED"].flatMap(UInt64.init)
-        ?? UInt64.random(in: 1...UInt64.max)
+    static let seed = SplitMix64.seed(from: "ATTACHMENT_SYNC_FUZZ_SEED")
     /// How many tables the library is read on (`ATTACHMENT_SYNC_FUZZ_TABLES`), and how many of them the
     /// CLI reads too (a process per command: slower).
     static let tables = ProcessInfo.processInfo.environment["ATTACHMENT_SYNC_FUZZ_TABLES"].flatMap(Int.init) ?? 150

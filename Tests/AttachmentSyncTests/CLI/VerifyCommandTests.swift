@@ -73,26 +73,18 @@ struct VerifyCommandTests {
 
     @Test("--remote finds what the remote lost; --repair fetches, uploads again and leaves only copies alone")
     func repairsThroughTheQueue() async throws {
-        let remoteFolder = try TemporaryDirectory()
-        let remotePath = remoteFolder.path("remote")
-        let remote = FileSystemRemoteStorage(directory: remotePath)
-        let device = try QueueHarness(remote: remote)
-        var contents: [String: Data] = [:]
-        for (index, id) in ["corrupt", "lostRemote", "fine"].enumerated() {
-            contents[id] = Data(testBytes(1_500 + index * 100))
-            _ = try await device.queue.saveFile(data: contents[id]!, mediaType: nil, fileExtension: "bin", id: id)
-        }
-        try await device.queue.syncNow()
+        let remote = try FolderRemote()
+        let remotePath = remote.path
+        let files = ["corrupt", "lostRemote", "fine"].enumerated().map { ($1, testBytes(1_500 + $0 * 100)) }
+        let contents = Dictionary(uniqueKeysWithValues: files)
+        let device = try await remote.device(uploading: files)
         await device.queue.close()
         let db = device.folder.path("app.sqlite")
         let attachments = device.folder.path("attachments")
-        func remoteFile(_ id: String) throws -> String {
-            try remote.fileURL(for: Attachment(id: id, filename: "\(id).bin", state: .synced)).path
-        }
         var bytes = contents["corrupt"]!
         bytes[7] ^= 0x40
         try bytes.write(to: URL(fileURLWithPath: attachments + "/corrupt.bin"))
-        try FileManager.default.removeItem(atPath: try remoteFile("lostRemote"))
+        try FileManager.default.removeItem(atPath: try remote.file(ofId: "lostRemote"))
         let tool = try CommandLineTool.locate()
 
         let found = try await tool.run(["verify", db, "--dir", attachments, "--remote", remotePath])
@@ -108,7 +100,7 @@ struct VerifyCommandTests {
         #expect(repaired.standardOutput.contains("uploaded 1 file(s) remote storage had lost or damaged: lostRemote"))
         #expect(repaired.standardOutput.contains("after the repair, checked 3 files"))
         #expect(try Data(contentsOf: URL(fileURLWithPath: attachments + "/corrupt.bin")) == contents["corrupt"])
-        #expect(FileManager.default.contents(atPath: try remoteFile("lostRemote")) == contents["lostRemote"])
+        #expect(FileManager.default.contents(atPath: try remote.file(ofId: "lostRemote")) == contents["lostRemote"])
 
         let json = try await tool.run(["verify", db, "--dir", attachments, "--remote", remotePath, "--json"])
         #expect(json.status == 0)
@@ -127,31 +119,23 @@ struct VerifyCommandTests {
     @Test("--repair says what happened: an upload that failed is counted as failed and the exit status is 1")
     func repairReportsFailures() async throws {
         for json in [false, true] {
-            let remoteFolder = try TemporaryDirectory()
-            let remotePath = remoteFolder.path("remote")
-            let remote = FileSystemRemoteStorage(directory: remotePath)
-            let device = try QueueHarness(remote: remote)
-            for id in ["lost", "blocked", "fine"] {
-                _ = try await device.queue.saveFile(data: testBytes(900), mediaType: nil, fileExtension: "bin", id: id)
-            }
-            try await device.queue.syncNow()
+            let remote = try FolderRemote()
+            let remotePath = remote.path
+            let device = try await remote.device(uploading: ["lost", "blocked", "fine"].map { ($0, testBytes(900)) })
             await device.queue.close()
             let db = device.folder.path("app.sqlite")
             let attachments = device.folder.path("attachments")
-            func remoteFile(_ id: String) throws -> String {
-                try remote.fileURL(for: Attachment(id: id, filename: "\(id).bin", state: .synced)).path
-            }
-            try FileManager.default.removeItem(atPath: try remoteFile("lost"))
+            try FileManager.default.removeItem(atPath: try remote.file(ofId: "lost"))
             // Something else took the name in the remote folder: uploading again cannot put the file there.
-            try FileManager.default.removeItem(atPath: try remoteFile("blocked"))
+            try FileManager.default.removeItem(atPath: try remote.file(ofId: "blocked"))
             try FileManager.default.createDirectory(
-                atPath: try remoteFile("blocked"), withIntermediateDirectories: false)
+                atPath: try remote.file(ofId: "blocked"), withIntermediateDirectories: false)
 
             let tool = try CommandLineTool.locate()
             let repaired = try await tool.run(
                 ["verify", db, "--dir", attachments, "--remote", remotePath, "--repair"] + (json ? ["--json"] : []))
             #expect(repaired.status == 1, "stdout: \(repaired.standardOutput) stderr: \(repaired.standardError)")
-            #expect(FileManager.default.contents(atPath: try remoteFile("lost")) == testBytes(900))
+            #expect(FileManager.default.contents(atPath: try remote.file(ofId: "lost")) == testBytes(900))
             #expect(device.bytesOnDisk("blocked.bin") == testBytes(900), "the only copy stays")
             if json {
                 let document = try #require(

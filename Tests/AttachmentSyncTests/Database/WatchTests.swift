@@ -11,13 +11,17 @@ struct WatchTests {
         Table(name: "other", columns: [.text("name")]),
     ])
 
+    /// A database of `schema` on a file in `folder`, or in memory.
+    static func database(onFile: Bool, in folder: TemporaryDirectory) throws -> LocalDatabase {
+        onFile
+            ? try LocalDatabase(path: folder.path("db.sqlite"), schema: schema)
+            : try LocalDatabase.inMemory(schema: schema)
+    }
+
     @Test("emits the current result first, then after writes to its table", arguments: [true, false])
     func emitsCurrentThenChanges(onFile: Bool) async throws {
         let folder = try TemporaryDirectory()
-        let db =
-            onFile
-            ? try LocalDatabase(path: folder.path("db.sqlite"), schema: Self.schema)
-            : try LocalDatabase.inMemory(schema: Self.schema)
+        let db = try Self.database(onFile: onFile, in: folder)
         defer { try? db.close() }
         try await db.execute(sql: "INSERT INTO watched (id, name) VALUES ('1', 'first')")
 
@@ -37,10 +41,7 @@ struct WatchTests {
     @Test("writes to another table never re-run the query", arguments: [true, false])
     func ignoresOtherTables(onFile: Bool) async throws {
         let folder = try TemporaryDirectory()
-        let db =
-            onFile
-            ? try LocalDatabase(path: folder.path("db.sqlite"), schema: Self.schema)
-            : try LocalDatabase.inMemory(schema: Self.schema)
+        let db = try Self.database(onFile: onFile, in: folder)
         defer { try? db.close() }
         // random() makes every run of the query differ, so each run is an emission that de-duplication
         // cannot hide, and the mapper counts runs exactly.

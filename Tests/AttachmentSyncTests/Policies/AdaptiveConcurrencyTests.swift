@@ -136,35 +136,72 @@ struct AdaptiveConcurrencyTests {
         await device.queue.close()
     }
 
-    /// Uploads `count` files through a remote that refuses calls above `limit` in flight, `syncNow` after
-    /// `syncNow` until all are synced; returns how many calls were refused.
-    static func refusals(adaptive: Bool, count: Int, limit: Int) async throws -> Int {
-        let remote = InMemoryRemoteStorage(latency: .milliseconds(3))
-        await remote.throttle(above: limit)
+    /// What a queue running up to 16 transfers at once does with a remote that refuses a call that starts while
+    /// 4 are in flight: 16 files in a first pass, then 24 more and a second pass, then passes until everything
+    /// is uploaded (which it checks). The first two passes begin with the remote held, so every call a pass
+    /// starts is in flight before any ends, and the remote refuses exactly the calls beyond the fourth,
+    /// whatever the scheduling: no latency, no wall clock.
+    ///
+    /// Returns the limit the queue reported after the first pass's refusals (`throttledConcurrency`), how many
+    /// calls its second pass had in flight at once, and the calls refused by then.
+    static func throttledRun(adaptive: Bool) async throws -> (lowered: Int?, secondWave: Int, refused: Int) {
+        let remote = InMemoryRemoteStorage()
+        await remote.throttle(above: 4)
         let device = try QueueHarness(remote: remote) {
             $0.maxConcurrentTransfers = 16
             $0.adaptiveConcurrency = adaptive
         }
-        for index in 0..<count {
-            _ = try await device.queue.saveFile(data: testBytes(100 + index), mediaType: nil, fileExtension: "bin")
+        func save(_ numbers: Range<Int>) async throws {
+            for index in numbers {
+                _ = try await device.queue.saveFile(data: testBytes(100 + index), mediaType: nil, fileExtension: "bin")
+            }
         }
+        // First pass: all 16 files start at once; 12 are refused, 4 uploaded, and none is left to start.
+        await remote.hold()
+        try await save(0..<16)
+        let first = Task { try await device.queue.syncNow() }
+        try await withDeadline("16 uploads in flight") { await remote.waitForInFlight(count: 16) }
+        await remote.release()
+        try await first.value
+        #expect(await remote.refusedCount == 12, "the first pass: 16 at once, 4 served")
+        let status =
+            adaptive
+            ? try await withDeadline("the lowered limit in the status") {
+                await device.queue.status.first { $0.throttledConcurrency != nil }
+            }
+            : await device.queue.status.first { _ in true }
+        let lowered = status?.throttledConcurrency
+
+        // Second pass, 36 waiting: the queue starts as many as its limit allows, none ends while held, and
+        // it starts no more (the limit is reached and nothing finishes).
+        await remote.hold()
+        try await save(16..<40)
+        let second = Task { try await device.queue.syncNow() }
+        try await withDeadline("the second pass's uploads in flight") {
+            await remote.waitForInFlight(count: lowered ?? 16)
+        }
+        let secondWave = await remote.inFlightCount
+        let refused = await remote.refusedCount
+        await remote.release()
+        try await second.value
+
         for _ in 0..<200 where try await device.queue.allAttachments().contains(where: { $0.state != .synced }) {
             try await device.queue.syncNow()
         }
         #expect(try await device.queue.allAttachments().allSatisfy { $0.state == .synced }, "all uploaded")
-        #expect(await remote.files.count == count)
+        #expect(await remote.files.count == 40)
         await device.queue.close()
-        return await remote.refusedCount
+        return (lowered, secondWave, refused)
     }
 
-    @Test("a remote that refuses above 4 calls: the queue uploads everything, adapting or not")
+    @Test("a remote that refuses above 4 calls: adapting, the queue halves its calls at once and is refused less")
     func throttledRemote() async throws {
-        let plain = try await Self.refusals(adaptive: false, count: 120, limit: 4)
-        let adaptive = try await Self.refusals(adaptive: true, count: 120, limit: 4)
-        // How many calls overlap depends on scheduling (a loaded machine overlaps fewer), so the counts are
-        // reported, and the simulated test above checks the comparison exactly.
-        print(
-            "refused calls uploading 120 files through a remote that refuses above 4: \(plain) with 16 at once, "
-                + "\(adaptive) adapting")
+        let plain = try await Self.throttledRun(adaptive: false)
+        let adaptive = try await Self.throttledRun(adaptive: true)
+        #expect(plain.lowered == nil && plain.secondWave == 16, "without adapting it starts 16 again")
+        #expect(adaptive.lowered == 8 && adaptive.secondWave == 8, "12 refusals of one generation halve 16 once")
+        // 12 in the first pass either way; then 16 - 4 without adapting, 8 - 4 adapting.
+        #expect(plain.refused == 24)
+        #expect(adaptive.refused == 16)
     }
 }

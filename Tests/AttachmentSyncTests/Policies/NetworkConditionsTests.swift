@@ -204,9 +204,12 @@ struct NetworkConditionsTests {
         #expect(await remote.file(named: photo.filename) == testBytes(10))
     }
 
-    @Test("until the source's first report the network is not taken as unmetered: large files wait for it")
-    func nothingAssumedBeforeTheFirstReport() async throws {
-        let source = SilentUntilToldSource()
+    /// Starts syncing a queue fed by `source` whose uploads above 1,000 bytes wait for an unmetered network,
+    /// saves a small file and a large one, and checks that the small one is uploaded while the large one
+    /// waits (`why`); then has `report` say the network is unmetered and checks that the large one goes.
+    static func largeUploadWaitsForUnmetered(
+        _ source: any NetworkConditionsSource, _ why: Comment, report: (NetworkConditions) -> Void
+    ) async throws -> (device: QueueHarness, remote: InMemoryRemoteStorage) {
         let remote = InMemoryRemoteStorage()
         let device = try QueueHarness(remote: remote) {
             $0.networkConditions = source
@@ -217,14 +220,24 @@ struct NetworkConditionsTests {
         let big = try await device.queue.saveFile(data: testBytes(5000), mediaType: nil, fileExtension: "jpg")
         try await device.waitForState(small.id, .synced)
         try await device.queue.syncNow()
-        #expect(try await device.state(of: big.id) == .queuedUpload, "perhaps cellular: not yet known")
+        #expect(try await device.state(of: big.id) == .queuedUpload, why)
         #expect(await remote.file(named: big.filename) == nil)
-        source.report(.unrestricted)
+        report(.unrestricted)
         try await device.waitForState(big.id, .synced)
+        return (device, remote)
+    }
+
+    @Test("until the source's first report the network is not taken as unmetered: large files wait for it")
+    func nothingAssumedBeforeTheFirstReport() async throws {
+        let source = SilentUntilToldSource()
+        _ = try await Self.largeUploadWaitsForUnmetered(source, "perhaps cellular: not yet known") {
+            source.report($0)
+        }
     }
 
     /// A source that reports nothing until the test says what the network is (as `NWPathMonitor` takes a
-    /// moment after its start).
+    /// moment after its start). Unlike ``ManualNetworkConditions``, which reports its conditions as soon as
+    /// it is asked, it lets a test see what the queue assumes before the first report.
     final class SilentUntilToldSource: NetworkConditionsSource, Sendable {
         private let stream: AsyncStream<NetworkConditions>
         private let continuation: AsyncStream<NetworkConditions>.Continuation
@@ -249,21 +262,9 @@ struct NetworkConditionsTests {
     @Test("on a metered network large files wait (and one in flight pauses); on Wi-Fi they go")
     func unmeteredPolicy() async throws {
         let network = ManualNetworkConditions(.expensive)
-        let remote = InMemoryRemoteStorage()
-        let device = try QueueHarness(remote: remote) {
-            $0.networkConditions = network
-            $0.networkPolicy = .unmetered(above: 1000)
+        let (device, remote) = try await Self.largeUploadWaitsForUnmetered(network, "metered: it waits") {
+            network.update($0)
         }
-        try await device.queue.startSync()
-        let small = try await device.queue.saveFile(data: testBytes(500), mediaType: nil, fileExtension: "jpg")
-        let big = try await device.queue.saveFile(data: testBytes(5000), mediaType: nil, fileExtension: "jpg")
-        try await device.waitForState(small.id, .synced)
-        try await device.queue.syncNow()
-        #expect(try await device.queue.attachment(id: big.id)?.state == .queuedUpload)
-        #expect(await remote.file(named: big.filename) == nil)
-
-        network.update(.unrestricted)
-        try await device.waitForState(big.id, .synced)
 
         // A large upload in flight when the network becomes metered pauses, with no attempt spent.
         await remote.hold()

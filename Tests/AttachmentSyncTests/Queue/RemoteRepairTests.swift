@@ -10,22 +10,17 @@ import Testing
 struct RemoteRepairTests {
     @Test("lost or cut remote files are found and uploaded again from intact local files; a lost only copy is reported")
     func reuploadsWhatTheRemoteLost() async throws {
-        let remoteFolder = try TemporaryDirectory()
-        let remote = FileSystemRemoteStorage(directory: remoteFolder.path("remote"))
-        let device = try QueueHarness(remote: remote)
+        let remoteFolder = try FolderRemote()
+        let remote = remoteFolder.storage
         let contents = [
             "lost": testBytes(3_000), "cut": testBytes(2_000), "gone": testBytes(1_000), "fine": testBytes(500),
         ]
-        for (id, bytes) in contents.sorted(by: { $0.key < $1.key }) {
-            _ = try await device.queue.saveFile(data: bytes, mediaType: nil, fileExtension: "bin", id: id)
-        }
-        try await device.queue.syncNow()
+        let device = try await remoteFolder.device(
+            uploading: contents.sorted(by: { $0.key < $1.key }).map { ($0.key, $0.value) })
         let clean = try await RemoteVerification.verify(db: device.db, remote: remote)
         #expect(clean.isClean && clean.checkedFiles == 4)
 
-        func remotePath(_ id: String) throws -> String {
-            try remote.fileURL(for: Attachment(id: id, filename: "\(id).bin", state: .synced)).path
-        }
+        func remotePath(_ id: String) throws -> String { try remoteFolder.file(ofId: id) }
         try FileManager.default.removeItem(atPath: try remotePath("lost"))
         try Data(testBytes(10)).write(to: URL(fileURLWithPath: try remotePath("cut")))
         // Lost on both sides: the remote's copy and this device's.
@@ -52,12 +47,10 @@ struct RemoteRepairTests {
 
     @Test("another device's different upload under the same name is found by its stored hash and never replaced")
     func otherUploadIsAConflict() async throws {
-        let remoteFolder = try TemporaryDirectory()
-        let remote = FileSystemRemoteStorage(directory: remoteFolder.path("remote"))
-        let device = try QueueHarness(remote: remote)
+        let remoteFolder = try FolderRemote()
+        let remote = remoteFolder.storage
         let mine = testBytes(4_096)
-        _ = try await device.queue.saveFile(data: mine, mediaType: nil, fileExtension: "bin", id: "photo")
-        try await device.queue.syncNow()
+        let device = try await remoteFolder.device(uploading: [("photo", mine)])
         let theirs = Data(testBytes(4_096).reversed())
         let file = Attachment(id: "photo", filename: "photo.bin", state: .synced)
         // Another device's upload under the same name (uploads never replace: it deleted ours first).

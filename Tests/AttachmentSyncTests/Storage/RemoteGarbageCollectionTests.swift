@@ -8,22 +8,16 @@ import Testing
 struct RemoteGarbageCollectionTests {
     @Test("only files strictly older than the grace period are candidates; records of any state keep theirs")
     func graceBoundary() async throws {
-        let remoteFolder = try TemporaryDirectory()
-        let remote = FileSystemRemoteStorage(directory: remoteFolder.path("remote"))
-        let device = try QueueHarness(remote: remote)
-        _ = try await device.queue.saveFile(data: testBytes(100), mediaType: nil, fileExtension: "bin", id: "kept")
-        _ = try await device.queue.saveFile(data: testBytes(100), mediaType: nil, fileExtension: "bin", id: "second")
-        try await device.queue.syncNow()
+        let remoteFolder = try FolderRemote()
+        let remote = remoteFolder.storage
+        let device = try await remoteFolder.device(uploading: [("kept", testBytes(100)), ("second", testBytes(100))])
         // A record still waiting for its upload keeps an object of its name (an earlier upload, say).
         try await remote.uploadFile(
             data: testBytes(50), attachment: Attachment(id: "x", filename: "pending.bin", state: .queuedUpload))
         _ = try await device.queue.saveFile(data: testBytes(50), mediaType: nil, fileExtension: "bin", id: "pending")
         let written = Date(timeIntervalSince1970: 1_800_000_000)
-        try await remote.uploadFile(
-            data: testBytes(10), attachment: Attachment(id: "o", filename: "orphan.bin", state: .synced))
-        try FileManager.default.setAttributes(
-            [.modificationDate: written],
-            ofItemAtPath: try remote.fileURL(for: Attachment(id: "o", filename: "orphan.bin", state: .synced)).path)
+        try await remoteFolder.upload(
+            testBytes(10), as: Attachment(id: "o", filename: "orphan.bin", state: .synced), writtenAt: written)
         let grace = Duration.seconds(86_400)
 
         let atBoundary = try await RemoteGarbageCollection.plan(
@@ -44,30 +38,22 @@ struct RemoteGarbageCollectionTests {
 
     @Test("only files with the library's stored SHA-256 are candidates; the rest are foreign, and apply checks again")
     func foreignFilesAreKept() async throws {
-        let remoteFolder = try TemporaryDirectory()
-        let folder = remoteFolder.path("remote")
-        let remote = FileSystemRemoteStorage(directory: folder)
-        let device = try QueueHarness(remote: remote)
-        _ = try await device.queue.saveFile(data: testBytes(100), mediaType: nil, fileExtension: "bin", id: "kept")
-        try await device.queue.syncNow()
+        let remoteFolder = try FolderRemote()
+        let folder = remoteFolder.path
+        let remote = remoteFolder.storage
+        let device = try await remoteFolder.device(uploading: [("kept", testBytes(100))])
         let written = Date(timeIntervalSince1970: 1_800_000_000)
         let orphans = ["orphan.bin", "replaced.bin", "Long Name ".padding(toLength: 200, withPad: "x", startingAt: 0)]
         for name in orphans {
-            let attachment = Attachment(id: "o", filename: name, state: .synced)
-            try await remote.uploadFile(data: testBytes(10), attachment: attachment)
-            try FileManager.default.setAttributes(
-                [.modificationDate: written], ofItemAtPath: try remote.fileURL(for: attachment).path)
+            try await remoteFolder.upload(
+                testBytes(10), as: Attachment(id: "o", filename: name, state: .synced), writtenAt: written)
         }
         // Another tool's files: a name no attachment has (uppercase is escaped in the folder), and names an
         // attachment could have, without a stored hash; and a stored hash that is not one.
         for name in [".DS_Store", "readme.txt", "kept2.bin", "bad-hash.bin"] {
-            let path = (folder as NSString).appendingPathComponent(name)
-            try testBytes(20).write(to: URL(fileURLWithPath: path))
-            try FileManager.default.setAttributes([.modificationDate: written], ofItemAtPath: path)
+            try remoteFolder.place(testBytes(20), named: name, writtenAt: written)
         }
-        try Data("not a hash".utf8).write(
-            to: URL(
-                fileURLWithPath: (folder as NSString).appendingPathComponent(".attachment-sync-sha256-bad-hash.bin")))
+        try remoteFolder.place(Data("not a hash".utf8), named: ".attachment-sync-sha256-bad-hash.bin")
 
         let plan = try await RemoteGarbageCollection.plan(
             remote: remote, databases: [device.db], grace: .seconds(86_400), now: written.addingTimeInterval(86_401))
@@ -96,12 +82,10 @@ struct RemoteGarbageCollectionTests {
 
     @Test("a folder remote's interrupted uploads and hashes of deleted files are collected once old; nothing else")
     func folderLeftovers() async throws {
-        let remoteFolder = try TemporaryDirectory()
-        let folder = remoteFolder.path("remote")
-        let remote = FileSystemRemoteStorage(directory: folder)
-        let device = try QueueHarness(remote: remote)
-        _ = try await device.queue.saveFile(data: testBytes(100), mediaType: nil, fileExtension: "bin", id: "kept")
-        try await device.queue.syncNow()
+        let remoteFolder = try FolderRemote()
+        let folder = remoteFolder.path
+        let remote = remoteFolder.storage
+        let device = try await remoteFolder.device(uploading: [("kept", testBytes(100))])
         // What crashes and other tools leave: an upload's copy never linked, a hash whose file was deleted by
         // hand; and what an upload in progress has, just written.
         let written = Date(timeIntervalSince1970: 1_800_000_000)
@@ -111,15 +95,12 @@ struct RemoteGarbageCollectionTests {
             "inProgress": ".attachment-sync-tmp-0a1b2c3d-0B3F7C1E-2D4A-4E5B-9C6D-7E8F9A0B1C2D",
         ]
         for (key, name) in names {
-            let path = (folder as NSString).appendingPathComponent(name)
-            try testBytes(key == "interrupted" ? 4_000 : 64).write(to: URL(fileURLWithPath: path))
             // The upload in progress wrote its copy a moment before the plan's "now".
             let modified = key == "inProgress" ? written.addingTimeInterval(86_391) : written
-            try FileManager.default.setAttributes([.modificationDate: modified], ofItemAtPath: path)
+            try remoteFolder.place(testBytes(key == "interrupted" ? 4_000 : 64), named: name, writtenAt: modified)
         }
         let liveHash = ".attachment-sync-sha256-kept.bin"
-        try FileManager.default.setAttributes(
-            [.modificationDate: written], ofItemAtPath: (folder as NSString).appendingPathComponent(liveHash))
+        try FolderRemote.date((folder as NSString).appendingPathComponent(liveHash), written)
 
         let plan = try await RemoteGarbageCollection.plan(
             remote: remote, databases: [device.db], grace: .seconds(86_400), now: written.addingTimeInterval(86_401))
@@ -149,8 +130,8 @@ struct RemoteGarbageCollectionTests {
 
     @Test("no database, or a negative grace period, is a typed error and nothing is listed or deleted")
     func refusesToGuess() async throws {
-        let remoteFolder = try TemporaryDirectory()
-        let remote = FileSystemRemoteStorage(directory: remoteFolder.path("remote"))
+        let remoteFolder = try FolderRemote()
+        let remote = remoteFolder.storage
         try await remote.uploadFile(
             data: testBytes(10), attachment: Attachment(id: "a", filename: "a.bin", state: .synced))
         let device = try QueueHarness(remote: remote)

@@ -63,6 +63,25 @@ struct ChildProcessTests {
         }
     }
 
+    @Test("the child starts in the folder given, else in this process's; a missing folder is a typed error")
+    func workingDirectory() async throws {
+        try await withTemporaryDirectory { folder in
+            let inFolder = try ChildProcess("/bin/pwd", ["-P"], directory: folder.path, standardOutput: .capture())
+            #expect(try await inFolder.wait(seconds: 60) == .exited(0))
+            #expect(inFolder.capturedOutput == folder.resolvingSymlinksInPath().path + "\n")
+            let here = try ChildProcess("/bin/pwd", ["-P"], standardOutput: .capture())
+            #expect(try await here.wait(seconds: 60) == .exited(0))
+            let ownFolder = URL(fileURLWithPath: FileManager.default.currentDirectoryPath).resolvingSymlinksInPath()
+            #expect(here.capturedOutput == ownFolder.path + "\n")
+            // posix_spawn reports the failed chdir as its own failure: the child never runs.
+            let missing = folder.appendingPathComponent("missing").path
+            let error = #expect(throws: ChildProcessError.self) {
+                try ChildProcess("/bin/pwd", [], directory: missing)
+            }
+            #expect(error?.code == ENOENT)
+        }
+    }
+
     @Test("a program that is not there is a typed error naming it")
     func missingProgram() throws {
         let error = #expect(throws: ChildProcessError.self) {
