@@ -60,12 +60,7 @@ extension LocalDatabase {
     public func writeTransaction<Result: Sendable>(
         _ body: @escaping @Sendable (SqlTransaction) throws -> Result
     ) async throws -> Result {
-        try ensureOpen()
-        do {
-            return try await writer.write { db in try body(SqlTransaction(db)) }
-        } catch {
-            throw LocalDatabaseError.wrapping(error)
-        }
+        try await accessing { try await writer.write { db in try body(SqlTransaction(db)) } }
     }
 
     /// Runs `body` in a write transaction whose commit is on stable storage when this returns, whatever the
@@ -85,10 +80,8 @@ extension LocalDatabase {
     func durableWriteTransaction<Result: Sendable>(
         _ body: @escaping @Sendable (SqlTransaction) throws -> Result
     ) async throws -> Result {
-        try ensureOpen()
-        let result: Result
-        do {
-            result = try await writer.writeWithoutTransaction { db in
+        let result: Result = try await accessing {
+            try await writer.writeWithoutTransaction { db in
                 // 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA: FULL flushes the WAL at each commit.
                 let mode = try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? 2
                 let fullFlush = try Bool.fetchOne(db, sql: "PRAGMA fullfsync") ?? false
@@ -106,8 +99,6 @@ extension LocalDatabase {
                 guard let result else { throw CancellationError() }
                 return result
             }
-        } catch {
-            throw LocalDatabaseError.wrapping(error)
         }
         if let file = databaseFile { SystemFileOperations().drainDrive(holding: file) }
         return result
@@ -127,9 +118,15 @@ extension LocalDatabase {
     public func readTransaction<Result: Sendable>(
         _ body: @escaping @Sendable (SqlTransaction) throws -> Result
     ) async throws -> Result {
+        try await accessing { try await writer.read { db in try body(SqlTransaction(db)) } }
+    }
+
+    /// Runs `access` (one read or write of ``writer``) unless the database is closed, turning the GRDB errors
+    /// it throws into ``LocalDatabaseError``; an error thrown by a caller's closure passes unchanged.
+    private func accessing<T>(_ access: () async throws -> T) async throws -> T {
         try ensureOpen()
         do {
-            return try await writer.read { db in try body(SqlTransaction(db)) }
+            return try await access()
         } catch {
             throw LocalDatabaseError.wrapping(error)
         }
