@@ -407,11 +407,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
         attachment: Attachment, into destination: URL, from offset: Int64,
         progress: @escaping TransferProgressHandler
     ) async throws -> RemoteObjectInfo {
-        if offset > 0 {
-            try await downloadFile(attachment: attachment, appendingTo: destination, from: offset, progress: progress)
-        } else {
-            try await downloadFile(attachment: attachment, to: destination, progress: progress)
-        }
+        try await downloadWholeOrRest(of: attachment, into: destination, from: offset, progress: progress)
         let name = attachment.filename
         return RemoteObjectInfo(size: storedFiles[Key(name)].map { Int64($0.count) }, sha256: storedHashes[Key(name)])
     }

@@ -21,12 +21,7 @@ package enum FileName {
     /// other control characters.
     static func validate(_ name: String, kind: String, attachmentId: String? = nil) throws {
         func fail(_ reason: String) -> AttachmentError {
-            AttachmentError(
-                code: .invalidName,
-                message: "invalid \(kind) \(String(reflecting: name)): \(reason)",
-                attachmentId: attachmentId,
-                name: name
-            )
+            invalid(name, kind: kind, attachmentId: attachmentId, reason)
         }
         guard !name.isEmpty else { throw fail("it is empty") }
         guard name.utf8.count <= maximumLength else {
@@ -59,13 +54,21 @@ package enum FileName {
         if id.utf8.allSatisfy({ $0 < 0x80 }) { return }
         let normalized = id.precomposedStringWithCanonicalMapping
         guard id.unicodeScalars.elementsEqual(normalized.unicodeScalars) else {
-            throw AttachmentError(
-                code: .invalidName,
-                message: "invalid attachment id \(String(reflecting: id)): it is not in Unicode Normalization Form C "
-                    + "(NFC is \(String(reflecting: normalized))); ids that differ only in their Unicode form would "
-                    + "be one attachment in Swift and two in SQLite",
-                attachmentId: id, name: id)
+            throw invalid(
+                id, kind: "attachment id", attachmentId: id,
+                "it is not in Unicode Normalization Form C (NFC is \(String(reflecting: normalized))); ids that "
+                    + "differ only in their Unicode form would be one attachment in Swift and two in SQLite")
         }
+    }
+
+    /// The ``AttachmentError/Code-swift.struct/invalidName`` error saying why `name`, of the given `kind` (an
+    /// attachment id, a file extension…), cannot name a file.
+    private static func invalid(
+        _ name: String, kind: String, attachmentId: String?, _ reason: String
+    ) -> AttachmentError {
+        AttachmentError(
+            code: .invalidName, message: "invalid \(kind) \(String(reflecting: name)): \(reason)",
+            attachmentId: attachmentId, name: name)
     }
 
     /// `fileExtension` without a leading dot, validated; `nil` when it is `nil` or empty.
@@ -104,12 +107,10 @@ package enum FileName {
     static func derivedFilename(id: String, fileExtension: String?) throws -> String {
         try validateId(id)
         guard !id.contains(".") else {
-            throw AttachmentError(
-                code: .invalidName,
-                message: "invalid attachment id \(String(reflecting: id)): an id whose file is named "
-                    + "<id>.<extension> cannot contain \".\" (two ids could then share a file); give the item a "
-                    + "filename, or use another id",
-                attachmentId: id, name: id)
+            throw invalid(
+                id, kind: "attachment id", attachmentId: id,
+                "an id whose file is named <id>.<extension> cannot contain \".\" (two ids could then share a "
+                    + "file); give the item a filename, or use another id")
         }
         let name = fileExtension.map { "\(id).\($0)" } ?? id
         try validate(name, kind: "file name", attachmentId: id)

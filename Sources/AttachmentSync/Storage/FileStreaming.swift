@@ -97,19 +97,8 @@ extension FileOperations {
         let output = try openForWriting(atPath: destination, at: nil)
         defer { output.close() }
         var hasher = SHA256()
-        var size: Int64 = 0
-        let throttle = BandwidthThrottle.current
-        while true {
-            try Task.checkCancellation()
-            let chunk =
-                try fileSystem(path: source) { try input.read(upToCount: FileStreaming.chunkSize) } ?? Data()
-            if chunk.isEmpty { break }
-            try await throttle?.take(chunk.count)
-            try output.write(chunk)
-            if hashing { hasher.update(data: chunk) }
-            size += Int64(chunk.count)
-            progress?(TransferProgress(completedBytes: size, totalBytes: total))
-            await Task.yield()
+        let size = try await pump(input, of: source, to: output, from: 0, total: total, progress: progress) {
+            if hashing { hasher.update(data: $0) }
         }
         if flushing { try output.synchronize() }
         return (size, hashing ? FileStreaming.hex(hasher.finalize()) : nil)
@@ -127,9 +116,21 @@ extension FileOperations {
         let start = max(offset, 0)
         let output = try openForWriting(atPath: destination, at: start)
         defer { output.close() }
-        var position = start
         try fileSystem(path: source) { try input.seek(toOffset: UInt64(start)) }
-        progress?(TransferProgress(completedBytes: min(position, total ?? position), totalBytes: total))
+        progress?(TransferProgress(completedBytes: min(start, total ?? start), totalBytes: total))
+        try await pump(input, of: source, to: output, from: start, total: total, progress: progress)
+        try output.synchronize()
+    }
+
+    /// Writes the rest of `input` (open on the file at `source`) to `output` in chunks, each let through by
+    /// the task's bandwidth throttle and then handed to `body`, and reports progress as the position, from
+    /// `position` on, grows. Returns the position after the last chunk.
+    @discardableResult
+    private func pump(
+        _ input: FileHandle, of source: String, to output: any FileWriter, from position: Int64, total: Int64?,
+        progress: TransferProgressHandler?, _ body: (Data) -> Void = { _ in }
+    ) async throws -> Int64 {
+        var position = position
         let throttle = BandwidthThrottle.current
         while true {
             try Task.checkCancellation()
@@ -138,11 +139,12 @@ extension FileOperations {
             if chunk.isEmpty { break }
             try await throttle?.take(chunk.count)
             try output.write(chunk)
+            body(chunk)
             position += Int64(chunk.count)
             progress?(TransferProgress(completedBytes: position, totalBytes: total))
             await Task.yield()
         }
-        try output.synchronize()
+        return position
     }
 
     /// Writes `data` to a new file at `path` (created or truncated) and flushes it to disk.

@@ -190,12 +190,24 @@ extension RemoteStorageAdapter {
         attachment: Attachment, into destination: URL, from offset: Int64,
         progress: @escaping TransferProgressHandler
     ) async throws -> RemoteObjectInfo {
+        try await downloadWholeOrRest(of: attachment, into: destination, from: offset, progress: progress)
+        return RemoteObjectInfo()
+    }
+
+    /// Downloads the attachment into `destination`: the whole file with
+    /// ``downloadFile(attachment:to:progress:)`` when `offset` is 0, else the bytes from `offset` on with
+    /// ``downloadFile(attachment:appendingTo:from:progress:)``. What the default
+    /// ``downloadFile(attachment:into:from:progress:)`` does before it returns, for adapters that add what
+    /// they know of the object to it.
+    package func downloadWholeOrRest(
+        of attachment: Attachment, into destination: URL, from offset: Int64,
+        progress: @escaping TransferProgressHandler
+    ) async throws {
         if offset > 0 {
             try await downloadFile(attachment: attachment, appendingTo: destination, from: offset, progress: progress)
         } else {
             try await downloadFile(attachment: attachment, to: destination, progress: progress)
         }
-        return RemoteObjectInfo()
     }
 
     /// Does nothing: the adapter keeps no partial uploads.
