@@ -1,18 +1,6 @@
 import Foundation
 
 extension AttachmentQueue {
-    /// One row of the status query: totals of a state, or one attachment waiting for a retry.
-    struct StatusRow: Sendable {
-        var state: AttachmentState
-        var totals: QueueStatus.Totals?
-        var localBytes: Int64
-        var retry: QueueStatus.Retry?
-        var givenUp: QueueStatus.GivenUp?
-        var localOnly: QueueStatus.Totals?
-        /// Local bytes of one ``CachePolicy/Class``.
-        var cacheClass: (CachePolicy.Class, Int64)?
-    }
-
     /// Snapshots of the queue, each time the attachments table changes or a transfer makes progress (at
     /// most as often as ``Configuration/progressInterval`` per transfer). The first comes at once. Each
     /// access makes a new subscriber; stop iterating to end it.
@@ -31,12 +19,12 @@ extension AttachmentQueue {
         let budget = configuration.maxCacheBytes
         let bandwidthLimit = configuration.bandwidthLimit
         let task = Task {
-            let latestRows = LockedValue<[StatusRow]?>(nil)
+            let latestRows = LockedValue<[AttachmentStore.StatusRow]?>(nil)
             let (changes, changed) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
                     do {
-                        let rows = try db.watch(sql: statusSQL) { try Self.statusRow($0) }
+                        let rows = try db.watch(sql: statusSQL) { try AttachmentStore.statusRow($0) }
                         for try await value in rows {
                             latestRows.withLock { $0 = value }
                             changed.yield()
@@ -61,55 +49,8 @@ extension AttachmentQueue {
         return stream
     }
 
-    static func statusRow(_ cursor: SqlCursor) throws -> StatusRow {
-        let rawState = try cursor.getInt(name: "state")
-        let state = AttachmentState(rawValue: rawState) ?? .archived
-        let kind = try cursor.getInt(name: "kind")
-        if kind == 4 {
-            let name = try cursor.getString(name: "id")
-            let bytes = try cursor.getInt64Optional(name: "bytes") ?? 0
-            return StatusRow(
-                state: state, localBytes: 0, cacheClass: CachePolicy.Class(rawValue: name).map { ($0, bytes) })
-        }
-        if kind == 2 {
-            return StatusRow(
-                state: state, localBytes: 0,
-                givenUp: QueueStatus.GivenUp(
-                    attachmentId: try cursor.getString(name: "id"), state: state,
-                    attempts: try cursor.getIntOptional(name: "attempts") ?? 0,
-                    lastError: try cursor.getStringOptional(name: "err"),
-                    isLocalOnly: (try cursor.getIntOptional(name: "next") ?? 0) == 1))
-        }
-        if kind == 3 {
-            return StatusRow(
-                state: state, localBytes: 0,
-                localOnly: QueueStatus.Totals(
-                    count: try cursor.getIntOptional(name: "n") ?? 0,
-                    bytes: try cursor.getInt64Optional(name: "bytes") ?? 0))
-        }
-        if kind == 0 {
-            return StatusRow(
-                state: state,
-                totals: QueueStatus.Totals(
-                    count: try cursor.getInt(name: "n"), bytes: try cursor.getInt64Optional(name: "bytes") ?? 0,
-                    unknownSizeCount: try cursor.getIntOptional(name: "attempts") ?? 0,
-                    invalidSizeCount: try cursor.getIntOptional(name: "next") ?? 0),
-                localBytes: try cursor.getInt64Optional(name: "local") ?? 0)
-        }
-        let next = try cursor.getInt64Optional(name: "next") ?? 0
-        return StatusRow(
-            state: state, localBytes: 0,
-            retry: QueueStatus.Retry(
-                attachmentId: try cursor.getString(name: "id"), state: state,
-                attempts: try cursor.getIntOptional(name: "attempts") ?? 0,
-                nextAttemptAt: WallClock.date(milliseconds: next),
-                lastError: try cursor.getStringOptional(name: "err"),
-                awaitingUpload: try cursor.getIntOptional(name: "local") ?? 0,
-                networkFailures: try cursor.getIntOptional(name: "net") ?? 0,
-                localFileFailures: try cursor.getIntOptional(name: "lfs") ?? 0))
-    }
-
-    static func snapshot(_ rows: [StatusRow], progress: ProgressCenter?, budget: Int64?) -> QueueStatus {
+    static func snapshot(_ rows: [AttachmentStore.StatusRow], progress: ProgressCenter?, budget: Int64?) -> QueueStatus
+    {
         var states: [AttachmentState: QueueStatus.Totals] = [:]
         var local: Int64 = 0
         var retries: [QueueStatus.Retry] = []

@@ -86,7 +86,7 @@ public struct AttachmentTableReport: Sendable {
             try store.checkTable(in: tx)
             return (
                 try store.count(in: tx),
-                try tx.getAll(sql: store.statusSQL) { try AttachmentQueue.statusRow($0) },
+                try tx.getAll(sql: store.statusSQL) { try AttachmentStore.statusRow($0) },
                 try store.largest(limit: limit, in: tx),
                 try store.invalidSizes(limit: invalidSizesListed, in: tx)
             )

@@ -325,4 +325,21 @@ struct QueueStateMachineTests {
         #expect(machine.isIdle)
         #expect(parked.isSubset(of: released), "every parked waiter is released once the queue is idle")
     }
+
+    // Found by the model-based histories (seed 69): a give-up whose write failed counted as done, so the
+    // transfer started again at once and failed again, without end.
+    @Test("a give-up the store could not book waits for the next trigger instead of starting again at once")
+    func unbookedGiveUpWaitsForTheNextTrigger() throws {
+        var machine = try syncing(bound: 2, running: ["a"])
+        let error = AttachmentError(code: .fileSystem, message: "the disk refused the write")
+        let outcome = AttachmentQueue.TransferOutcome.failed(
+            error, .giveUp(attempts: 1, releasingLocalFile: false, afterMaxAttempts: false), booked: false)
+        let next = machine.transferFinished("a", state: .queuedUpload, outcome: outcome)
+        #expect(machine.waitingForTrigger("a") == .queuedUpload)
+        let again = machine.recordsRead(try unwrap(next.read), records: [queued("a")], earliestRetry: nil, now: 0)
+        #expect(again.start.isEmpty, "not started again before the next trigger")
+        machine.passStarted()
+        let read = try unwrap(machine.readQueued().read)
+        #expect(machine.recordsRead(read, records: [queued("a")], earliestRetry: nil, now: 0).start.map(\.id) == ["a"])
+    }
 }

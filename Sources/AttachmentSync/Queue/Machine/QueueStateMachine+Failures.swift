@@ -20,11 +20,13 @@ extension QueueStateMachine {
         let finish: Finish
         switch outcome {
         case .cancelled, .failed(_, .interrupted, _): finish = .cancelled
-        case .completed, .superseded, .failedOnRequest, .failed(_, .giveUp, _): finish = .done
+        case .completed, .superseded, .failedOnRequest, .failed(_, .giveUp, true): finish = .done
         case .failed(_, .wait(let reason, _, _), _):
             if reason == .localFiles { noteLocalFilesOutOfReach() }
             finish = .willRetry
-        case .failed(let error, .retry, _), .failed(let error, .awaitUpload, _):
+        // A retry, a wait for the upload, or a give-up the store could not book (the record is as it was: it
+        // must not start again before the next trigger, or a failing disk would spin it).
+        case .failed(let error, _, _):
             finish = AdaptiveConcurrency.isOverload(error) ? .refused : .willRetry
         }
         return transferFinished(id, state: state, finish)

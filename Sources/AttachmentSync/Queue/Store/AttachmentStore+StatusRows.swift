@@ -1,0 +1,65 @@
+import Foundation
+
+/// The rows of the status query (``AttachmentStore/statusSQL``), read into values: the only place that
+/// knows the query's column names.
+extension AttachmentStore {
+    /// One row of the status query: totals of a state, or one attachment waiting for a retry.
+    struct StatusRow: Sendable {
+        var state: AttachmentState
+        var totals: QueueStatus.Totals?
+        var localBytes: Int64
+        var retry: QueueStatus.Retry?
+        var givenUp: QueueStatus.GivenUp?
+        var localOnly: QueueStatus.Totals?
+        /// Local bytes of one ``CachePolicy/Class``.
+        var cacheClass: (CachePolicy.Class, Int64)?
+    }
+
+    static func statusRow(_ cursor: SqlCursor) throws -> StatusRow {
+        let rawState = try cursor.getInt(name: "state")
+        let state = AttachmentState(rawValue: rawState) ?? .archived
+        let kind = try cursor.getInt(name: "kind")
+        if kind == 4 {
+            let name = try cursor.getString(name: "id")
+            let bytes = try cursor.getInt64Optional(name: "bytes") ?? 0
+            return StatusRow(
+                state: state, localBytes: 0, cacheClass: CachePolicy.Class(rawValue: name).map { ($0, bytes) })
+        }
+        if kind == 2 {
+            return StatusRow(
+                state: state, localBytes: 0,
+                givenUp: QueueStatus.GivenUp(
+                    attachmentId: try cursor.getString(name: "id"), state: state,
+                    attempts: try cursor.getIntOptional(name: "attempts") ?? 0,
+                    lastError: try cursor.getStringOptional(name: "err"),
+                    isLocalOnly: (try cursor.getIntOptional(name: "next") ?? 0) == 1))
+        }
+        if kind == 3 {
+            return StatusRow(
+                state: state, localBytes: 0,
+                localOnly: QueueStatus.Totals(
+                    count: try cursor.getIntOptional(name: "n") ?? 0,
+                    bytes: try cursor.getInt64Optional(name: "bytes") ?? 0))
+        }
+        if kind == 0 {
+            return StatusRow(
+                state: state,
+                totals: QueueStatus.Totals(
+                    count: try cursor.getInt(name: "n"), bytes: try cursor.getInt64Optional(name: "bytes") ?? 0,
+                    unknownSizeCount: try cursor.getIntOptional(name: "attempts") ?? 0,
+                    invalidSizeCount: try cursor.getIntOptional(name: "next") ?? 0),
+                localBytes: try cursor.getInt64Optional(name: "local") ?? 0)
+        }
+        let next = try cursor.getInt64Optional(name: "next") ?? 0
+        return StatusRow(
+            state: state, localBytes: 0,
+            retry: QueueStatus.Retry(
+                attachmentId: try cursor.getString(name: "id"), state: state,
+                attempts: try cursor.getIntOptional(name: "attempts") ?? 0,
+                nextAttemptAt: WallClock.date(milliseconds: next),
+                lastError: try cursor.getStringOptional(name: "err"),
+                awaitingUpload: try cursor.getIntOptional(name: "local") ?? 0,
+                networkFailures: try cursor.getIntOptional(name: "net") ?? 0,
+                localFileFailures: try cursor.getIntOptional(name: "lfs") ?? 0))
+    }
+}
