@@ -102,8 +102,8 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
         var error: any Error
     }
 
-    /// A task suspended in ``InMemoryRemoteStorage/waitForInFlight(count:)``.
-    /// A task suspended until a condition on the counters holds.
+    /// A task suspended until a condition on the counters holds (``waitForInFlight(count:)`` and the other
+    /// waits).
     private struct InFlightWaiter {
         var isSatisfied: @Sendable (Counters) -> Bool
         var continuation: CheckedContinuation<Void, Never>
@@ -154,8 +154,19 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     private var oneShotFailures: [OneShotFailure] = []
     private var permanentFailures: [Operation: any Error] = [:]
     private var lastID: UInt64 = 0
-    /// Calls parked by ``hold()``, by id; ids grow with each call, so sorting them gives arrival order.
-    private var parkedCalls: [UInt64: CheckedContinuation<Void, any Error>] = [:]
+
+    /// The tasks suspended in the storage, by id: the continuations a cancellation must find.
+    private struct Suspended {
+        /// Calls parked by ``hold()``; ids grow with each call, so sorting them gives arrival order.
+        var parkedCalls: [UInt64: CheckedContinuation<Void, any Error>] = [:]
+        var inFlightWaiters: [UInt64: InFlightWaiter] = [:]
+    }
+
+    /// Behind a lock rather than isolated to the actor, so that a task's cancellation handler, which runs
+    /// synchronously on whichever thread cancels it, resumes the task itself: a handler that had to start a
+    /// task to reach the actor would leave the cancelled task suspended until the scheduler ran that task,
+    /// which on a busy cooperative pool took up to a minute.
+    private nonisolated let suspended = LockedValue(Suspended())
     private var downloadHoldOffset: Int64?
     private var passedHold = false
     private var heldDownloads = 0
@@ -166,7 +177,6 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
 
     /// Bytes written by the streaming and ranged downloads, in all: a resumed download adds only the rest.
     public private(set) var bytesServed: Int64 = 0
-    private var inFlightWaiters: [UInt64: InFlightWaiter] = [:]
 
     /// The number of `RemoteStorageAdapter.uploadFile(data:attachment:)` calls made, including those
     /// that failed or were cancelled.
@@ -640,8 +650,10 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     public func release() {
         isHolding = false
         if downloadHoldOffset != nil { passedHold = true }
-        let parked = parkedCalls.sorted { $0.key < $1.key }
-        parkedCalls = [:]
+        let parked = suspended.withLock { suspended in
+            defer { suspended.parkedCalls = [:] }
+            return suspended.parkedCalls.sorted { $0.key < $1.key }
+        }
         for (_, continuation) in parked {
             continuation.resume()
         }
@@ -705,23 +717,36 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
         let id = makeID()
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                if Task.isCancelled {
+                // Deciding and storing happen under the lock that the cancellation handler takes too, and the
+                // runtime marks a task cancelled before it runs the task's cancellation handlers: either this
+                // sees `isCancelled` (and the handler finds nothing), or it stores the waiter before the
+                // handler looks (and the handler resumes it). Whoever removes a waiter resumes it, once.
+                let cancelled = suspended.withLock { suspended in
+                    if Task.isCancelled { return true }
+                    suspended.inFlightWaiters[id] = InFlightWaiter(isSatisfied: isSatisfied, continuation: continuation)
+                    return false
+                }
+                if cancelled {
                     continuation.resume()
-                } else {
-                    inFlightWaiters[id] = InFlightWaiter(isSatisfied: isSatisfied, continuation: continuation)
                 }
             }
         } onCancel: {
-            Task { await self.cancelInFlightWaiter(id: id) }
+            suspended.withLock { $0.inFlightWaiters.removeValue(forKey: id) }?.continuation.resume()
         }
     }
 
     /// Resumes the waiters whose condition now holds.
     private func resumeSatisfiedWaiters() {
         let now = counters
-        for (id, waiter) in inFlightWaiters where waiter.isSatisfied(now) {
-            inFlightWaiters[id] = nil
-            waiter.continuation.resume()
+        let satisfied = suspended.withLock { suspended in
+            let satisfied = suspended.inFlightWaiters.filter { $0.value.isSatisfied(now) }
+            for id in satisfied.keys {
+                suspended.inFlightWaiters[id] = nil
+            }
+            return satisfied.values.map(\.continuation)
+        }
+        for continuation in satisfied {
+            continuation.resume()
         }
     }
 
@@ -785,29 +810,21 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
         let id = makeID()
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                // This closure runs on the actor, synchronously, before the call suspends; the cancellation
-                // handler below can only reach `parkedCalls` through a new task that needs the actor, so it
-                // looks only after this closure has stored the continuation (or resumed it). A task
-                // cancelled earlier is caught by `isCancelled` here, and the handler's later lookup finds
-                // nothing. Each continuation is resumed exactly once, by whoever removes it from
-                // `parkedCalls`.
-                if Task.isCancelled {
+                // As in `wait(until:)`: decided and stored under the lock the cancellation handler takes, so a
+                // cancellation is either seen here or finds the parked call; each continuation is resumed
+                // exactly once, by whoever removes it from `parkedCalls` (this, the handler, or `release()`).
+                let cancelled = suspended.withLock { suspended in
+                    if Task.isCancelled { return true }
+                    suspended.parkedCalls[id] = continuation
+                    return false
+                }
+                if cancelled {
                     continuation.resume(throwing: CancellationError())
-                } else {
-                    parkedCalls[id] = continuation
                 }
             }
         } onCancel: {
-            Task { await self.cancelParkedCall(id: id) }
+            suspended.withLock { $0.parkedCalls.removeValue(forKey: id) }?.resume(throwing: CancellationError())
         }
-    }
-
-    private func cancelParkedCall(id: UInt64) {
-        parkedCalls.removeValue(forKey: id)?.resume(throwing: CancellationError())
-    }
-
-    private func cancelInFlightWaiter(id: UInt64) {
-        inFlightWaiters.removeValue(forKey: id)?.continuation.resume()
     }
 }
 

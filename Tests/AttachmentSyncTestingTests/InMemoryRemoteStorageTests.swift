@@ -6,7 +6,10 @@ import Testing
 /// Every wait in these tests is for a condition (calls in flight, a sleeper, a task's value); none sleeps on
 /// the wall clock. The time limit is a backstop for waits that return when cancelled; it cannot interrupt a
 /// test stuck awaiting an unstructured task that never finishes (Swift Testing waits for the test).
-@Suite(.timeLimit(.minutes(1)))
+///
+/// Like ``ManualClockTests``, the tests run on threads of their own (``OwnThreads``), their tasks started
+/// with `Task.onOwnThreads`, so that their time limits measure their own work, not the load of the run.
+@Suite(.timeLimit(.minutes(1)), .onOwnThreads)
 struct InMemoryRemoteStorageTests {
     /// Swift Testing has its own `Attachment`: ours needs its module name.
     private func attachment(_ filename: String, id: String? = nil) -> AttachmentSync.Attachment {
@@ -66,15 +69,15 @@ struct InMemoryRemoteStorageTests {
     @Test func waitForCallsAndNoCallInFlightResumeWhenTheCountersGetThere() async throws {
         let storage = InMemoryRemoteStorage()
         await storage.waitForCalls(.upload, count: 0)  // already there: returns at once
-        let waiter = Task { await storage.waitForCalls(.upload, count: 2) }
-        let deletes = Task { await storage.waitForCalls(.delete, count: 1) }
+        let waiter = Task.onOwnThreads { await storage.waitForCalls(.upload, count: 2) }
+        let deletes = Task.onOwnThreads { await storage.waitForCalls(.delete, count: 1) }
         try await storage.uploadFile(data: jpeg, attachment: attachment("a.jpg"))
         await storage.hold()
-        let second = Task { try await storage.uploadFile(data: jpeg, attachment: attachment("b.jpg")) }
+        let second = Task.onOwnThreads { try await storage.uploadFile(data: jpeg, attachment: attachment("b.jpg")) }
         await waiter.value  // resumed by the second call's start, while it is still held
         #expect(await storage.uploadCount == 2)
         #expect(await storage.inFlightCount == 1)
-        let idle = Task { await storage.waitUntilNoCallInFlight() }
+        let idle = Task.onOwnThreads { await storage.waitUntilNoCallInFlight() }
         await storage.release()
         try await second.value
         await idle.value
@@ -227,7 +230,7 @@ struct InMemoryRemoteStorageTests {
         await storage.hold()
         let names = ["a.jpg", "b.jpg", "c.jpg"]
         let uploads = names.map { name in
-            Task { try await storage.uploadFile(data: Data(name.utf8), attachment: attachment(name)) }
+            Task.onOwnThreads { try await storage.uploadFile(data: Data(name.utf8), attachment: attachment(name)) }
         }
 
         // When all three are in flight, then none has stored its file
@@ -256,7 +259,9 @@ struct InMemoryRemoteStorageTests {
         // Given an upload parked by a hold
         let storage = InMemoryRemoteStorage()
         await storage.hold()
-        let upload = Task { try await storage.uploadFile(data: self.jpeg, attachment: attachment("a.jpg")) }
+        let upload = Task.onOwnThreads {
+            try await storage.uploadFile(data: self.jpeg, attachment: attachment("a.jpg"))
+        }
         await storage.waitForInFlight(count: 1)
 
         // When its task is cancelled
@@ -277,7 +282,7 @@ struct InMemoryRemoteStorageTests {
     @Test func aCallFromAnAlreadyCancelledTaskDoesNotPark() async {
         let storage = InMemoryRemoteStorage()
         await storage.hold()
-        let upload = Task {
+        let upload = Task.onOwnThreads {
             withUnsafeCurrentTask { $0?.cancel() }
             try await storage.uploadFile(data: self.jpeg, attachment: attachment("a.jpg"))
         }
@@ -292,7 +297,7 @@ struct InMemoryRemoteStorageTests {
         await storage.hold()
         let names = (0..<10).map { "\($0).jpg" }
         let uploads = names.map { name in
-            Task { try await storage.uploadFile(data: Data(name.utf8), attachment: attachment(name)) }
+            Task.onOwnThreads { try await storage.uploadFile(data: Data(name.utf8), attachment: attachment(name)) }
         }
         await storage.waitForInFlight(count: 10)
 
@@ -319,7 +324,9 @@ struct InMemoryRemoteStorageTests {
         let storage = InMemoryRemoteStorage()
         await storage.hold()
         await storage.failNext(.upload, with: InjectedFailure("late"))
-        let upload = Task { try await storage.uploadFile(data: self.jpeg, attachment: attachment("a.jpg")) }
+        let upload = Task.onOwnThreads {
+            try await storage.uploadFile(data: self.jpeg, attachment: attachment("a.jpg"))
+        }
         await storage.waitForInFlight(count: 1)
 
         await storage.release()
@@ -330,7 +337,7 @@ struct InMemoryRemoteStorageTests {
 
     @Test func cancellingAWaitForInFlightReturnsEarly() async {
         let storage = InMemoryRemoteStorage()
-        let waiter = Task { await storage.waitForInFlight(count: 3) }
+        let waiter = Task.onOwnThreads { await storage.waitForInFlight(count: 3) }
         waiter.cancel()
         await waiter.value
         #expect(await storage.inFlightCount == 0)
@@ -342,7 +349,9 @@ struct InMemoryRemoteStorageTests {
         // Given a storage with 2 s of latency on a manual clock, and an upload under way
         let clock = ManualClock()
         let storage = InMemoryRemoteStorage(latency: .seconds(2), clock: clock)
-        let upload = Task { try await storage.uploadFile(data: self.jpeg, attachment: attachment("a.jpg")) }
+        let upload = Task.onOwnThreads {
+            try await storage.uploadFile(data: self.jpeg, attachment: attachment("a.jpg"))
+        }
         await clock.waitForSleepers(count: 1)
         #expect(await storage.inFlightCount == 1)
 
@@ -362,7 +371,9 @@ struct InMemoryRemoteStorageTests {
         let clock = ManualClock()
         let storage = InMemoryRemoteStorage(latency: .milliseconds(500), clock: clock)
         await storage.setFile(jpeg, named: "a.jpg")
-        let downloads = (0..<4).map { _ in Task { try await storage.downloadFile(attachment: attachment("a.jpg")) } }
+        let downloads = (0..<4).map { _ in
+            Task.onOwnThreads { try await storage.downloadFile(attachment: attachment("a.jpg")) }
+        }
         await clock.waitForSleepers(count: 4)
         #expect(await storage.inFlightCount == 4)
 
@@ -378,7 +389,9 @@ struct InMemoryRemoteStorageTests {
     @Test func cancellingACallDuringItsLatencyThrowsCancellationError() async {
         let clock = ManualClock()
         let storage = InMemoryRemoteStorage(latency: .seconds(2), clock: clock)
-        let upload = Task { try await storage.uploadFile(data: self.jpeg, attachment: attachment("a.jpg")) }
+        let upload = Task.onOwnThreads {
+            try await storage.uploadFile(data: self.jpeg, attachment: attachment("a.jpg"))
+        }
         await clock.waitForSleepers(count: 1)
 
         upload.cancel()

@@ -5,7 +5,12 @@ import Testing
 /// clock. The time limit is a backstop for waits that return when cancelled; it cannot interrupt a test stuck
 /// awaiting an unstructured task that never finishes (Swift Testing waits for the test), so a lost wake-up
 /// shows as a hung run.
-@Suite(.timeLimit(.minutes(1)))
+///
+/// The tests run on threads of their own (``OwnThreads``): each is a long chain of scheduler hops (an advance
+/// yields 10 times), and on the shared cooperative pool every hop waits behind the whole run's queue, so
+/// their time limits measured the load of the run rather than these tests. Their tasks start with
+/// `Task.onOwnThreads` for the same reason.
+@Suite(.timeLimit(.minutes(1)), .onOwnThreads)
 struct ManualClockTests {
     private func seconds(_ value: Int) -> ManualClock.Instant {
         ManualClock.Instant.zero.advanced(by: .seconds(value))
@@ -29,7 +34,7 @@ struct ManualClockTests {
     @Test func sleepReturnsOnlyOnceTheClockIsAdvancedToTheDeadline() async throws {
         // Given a task sleeping for 5 s
         let clock = ManualClock()
-        let sleeper = Task {
+        let sleeper = Task.onOwnThreads {
             try await clock.sleep(for: .seconds(5))
             return clock.now
         }
@@ -63,7 +68,7 @@ struct ManualClockTests {
         let clock = ManualClock()
         let woke = Recorder<Int>()
         func sleeper(_ delay: Int) -> Task<Void, any Error> {
-            Task {
+            Task.onOwnThreads {
                 try await clock.sleep(for: .seconds(delay))
                 await woke.append(delay)
             }
@@ -96,7 +101,7 @@ struct ManualClockTests {
         // Given sleepers until 1, 2, 3 and 10 s
         let clock = ManualClock()
         let sleepers = [1, 2, 3, 10].map { deadline in
-            Task {
+            Task.onOwnThreads {
                 try await clock.sleep(until: seconds(deadline))
                 return clock.now
             }
@@ -126,7 +131,7 @@ struct ManualClockTests {
     @Test func cancellingASleeperThrowsCancellationErrorWithoutAnAdvance() async {
         // Given a task sleeping for a minute
         let clock = ManualClock()
-        let sleeper = Task { try await clock.sleep(for: .seconds(60)) }
+        let sleeper = Task.onOwnThreads { try await clock.sleep(for: .seconds(60)) }
         await clock.waitForSleepers(count: 1)
 
         // When it is cancelled
@@ -140,7 +145,7 @@ struct ManualClockTests {
 
     @Test func sleepingInAnAlreadyCancelledTaskThrows() async {
         let clock = ManualClock()
-        let sleeper = Task {
+        let sleeper = Task.onOwnThreads {
             withUnsafeCurrentTask { $0?.cancel() }
             try await clock.sleep(for: .seconds(60))
         }
@@ -153,7 +158,7 @@ struct ManualClockTests {
         // only cancellation can end them: a lost wake-up would hang the run)
         let clock = ManualClock()
         let sleepers = (0..<500).map { index in
-            Task {
+            Task.onOwnThreads {
                 for _ in 0..<(index % 7) {
                     await Task.yield()
                 }
@@ -178,7 +183,7 @@ struct ManualClockTests {
         // Given many tasks entering `sleep(until: 1 s)` while the clock is advanced past it
         let clock = ManualClock()
         let sleepers = (0..<500).map { index in
-            Task {
+            Task.onOwnThreads {
                 for _ in 0..<(index % 7) {
                     await Task.yield()
                 }
@@ -199,14 +204,14 @@ struct ManualClockTests {
         // Given a waiter for two sleepers, started before any sleeper
         let clock = ManualClock()
         await clock.waitForSleepers(count: 0)
-        let waiter = Task {
+        let waiter = Task.onOwnThreads {
             await clock.waitForSleepers(count: 2)
             return clock.sleeperCount
         }
 
         // When two tasks go to sleep
-        let first = Task { try await clock.sleep(for: .seconds(1)) }
-        let second = Task { try await clock.sleep(for: .seconds(2)) }
+        let first = Task.onOwnThreads { try await clock.sleep(for: .seconds(1)) }
+        let second = Task.onOwnThreads { try await clock.sleep(for: .seconds(2)) }
 
         // Then the waiter returns, having seen both asleep
         #expect(await waiter.value == 2)
@@ -220,7 +225,7 @@ struct ManualClockTests {
         // Given a loop that ticks every 30 s, three times
         let clock = ManualClock()
         let ticks = Recorder<Int>()
-        let loop = Task {
+        let loop = Task.onOwnThreads {
             for tick in 1...3 {
                 try await clock.sleep(for: .seconds(30))
                 await ticks.append(tick)
@@ -241,7 +246,7 @@ struct ManualClockTests {
 
     @Test func cancellingAWaitForSleepersReturnsEarly() async {
         let clock = ManualClock()
-        let waiter = Task { await clock.waitForSleepers(count: 5) }
+        let waiter = Task.onOwnThreads { await clock.waitForSleepers(count: 5) }
         waiter.cancel()
         await waiter.value
         #expect(clock.sleeperCount == 0)
@@ -251,8 +256,10 @@ struct ManualClockTests {
         // Given the clock stored the way the library stores clocks
         let manual = ManualClock()
         let clock: any Clock<Duration> = manual
-        let sleeper = Task { try await clock.sleep(for: .seconds(2)) }
-        let taskSleeper = Task { try await Task.sleep(until: manual.now.advanced(by: .seconds(3)), clock: manual) }
+        let sleeper = Task.onOwnThreads { try await clock.sleep(for: .seconds(2)) }
+        let taskSleeper = Task.onOwnThreads {
+            try await Task.sleep(until: manual.now.advanced(by: .seconds(3)), clock: manual)
+        }
         await manual.waitForSleepers(count: 2)
 
         // When the clock reaches the first deadline, then only the first sleeper wakes
