@@ -106,9 +106,9 @@ public actor AttachmentQueue {
     var backgroundFileCheckRunning = false
     /// Whether sync was on when ``suspend()`` was called (`nil` when not suspended).
     var syncingBeforeSuspension: Bool?
-    /// Downloads asked for and in flight, by attachment id.
-    var sharedDownloads: [String: SharedDownload] = [:]
-    var nextWaiterToken = 0
+    /// The callers waiting for downloads asked for, by the token the machine gave each
+    /// (see ``OnDemandDownloads``).
+    var onDemandWaiters: [Int: CheckedContinuation<Attachment, any Error>] = [:]
 
     /// The state machine as the queue uses it: tasks as handles, continuations as waiters.
     typealias Machine = QueueStateMachine<Task<Void, Never>, CheckedContinuation<Void, Never>>
@@ -116,15 +116,6 @@ public actor AttachmentQueue {
     struct SyncSession {
         var tasks: [Task<Void, Never>]
         var triggers: AsyncStream<Void>.Continuation
-    }
-
-    /// A download asked for with ``download(attachmentId:)``, shared by every caller waiting for it.
-    final class SharedDownload {
-        var waiters: [Int: CheckedContinuation<Attachment, any Error>] = [:]
-        var task: Task<Void, Never>?
-        /// Its last waiter gave up and it was cancelled: a new caller waits for it to wind down, then starts
-        /// afresh, instead of joining a transfer that ends in `CancellationError`.
-        var abandoned = false
     }
 
     // MARK: - Creating a queue

@@ -100,8 +100,13 @@ struct PriorityTests {
             try #require(read), records: [Self.record("d1", .queuedDownload)], earliestRetry: nil, now: 0)
         #expect(outcome.start.count == 1)
         machine.started("d1", handle: 1)
+        let step = machine.downloadAsked("asked", record: Self.record("asked", .synced))
+        guard case .start(_, _, let pausing) = step else {
+            Issue.record("a download asked for starts, not \(step)")
+            return
+        }
+        #expect(pausing == [1], "the background download 'd1' pauses for it")
         machine.startedOnRequest("asked", state: .synced, handle: 2)
-        #expect(machine.pauseTransfer(for: 4)?.id == "d1")
         _ = machine.transferFinished("d1", state: .queuedDownload, .cancelled)
         #expect(machine.waitingForTrigger("d1") == nil)
     }

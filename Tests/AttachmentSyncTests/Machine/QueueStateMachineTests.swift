@@ -283,7 +283,7 @@ struct QueueStateMachineTests {
                 let records = ids.shuffled(using: &random).prefix(4).map { queued($0) }
                 let outcome = machine.recordsRead(read, records: records, earliestRetry: nil, now: 0)
                 for record in outcome.start {
-                    #expect(!machine.isReserved(record.id), "a reserved id never starts")
+                    #expect(!machine.reservedIDs.contains(record.id), "a reserved id never starts")
                     machine.started(record.id, handle: nextHandle)
                     nextHandle += 1
                 }

@@ -121,4 +121,99 @@ struct SubMachineTests {
         let onlyDelete = transfers.filter { $0.key == "delete" }
         #expect(P.transferToPause(for: 4, in: onlyDelete, raised: [], maxConcurrentTransfers: 1) == nil)
     }
+
+    @Test("downloads asked for: callers share one download; the last to leave abandons it; its end hands out the rest")
+    func onDemandWaiters() {
+        var downloads = OnDemandDownloads()
+        let first = downloads.join("v")
+        let second = downloads.join("v")
+        #expect(downloads.waiterCount(of: "v") == 2)
+        let abandoned = downloads.leave(first, of: "v")
+        #expect(!abandoned, "one caller still waits")
+        let abandonedAgain = downloads.leave(first, of: "v")
+        #expect(!abandonedAgain, "leaving twice changes nothing")
+        #expect(downloads.isWanted("v"))
+        let third = downloads.join("v")
+        let handedOut = downloads.ended("v")
+        #expect(handedOut == [second, third], "every caller still waiting gets the result")
+        #expect(!downloads.isInFlight("v"))
+        let lone = downloads.join("w")
+        let lastLeft = downloads.leave(lone, of: "w")
+        #expect(lastLeft, "the last caller leaving abandons the download")
+        #expect(downloads.isInFlight("w") && !downloads.isWanted("w"))
+        let leftOver = downloads.ended("w")
+        #expect(leftOver.isEmpty)
+    }
+
+    @Test("downloads asked for: each record and slot state leads to the step the call takes")
+    func onDemandSteps() {
+        func record(_ state: AttachmentState, local: Bool = false) -> AttachmentRecord {
+            AttachmentRecord(id: "v", filename: "v.jpg", state: state, timestamp: 0, localPath: local ? "v.jpg" : nil)
+        }
+        var downloads = OnDemandDownloads()
+        var slots = TransferSlots<Int>(
+            concurrency: AdaptiveConcurrency(maximum: 1, isEnabled: false), network: .unrestricted)
+        var tokens: [Int] = []
+        func ask(_ record: AttachmentRecord?) -> String {
+            switch downloads.asked("v", record: record, slots: &slots) {
+            case .present: return "present"
+            case .join(let token):
+                tokens.append(token)
+                return "join"
+            case .awaitTransfer(let handle): return "await \(handle)"
+            case .start(_, let token, let pausing):
+                tokens.append(token)
+                return "start pausing \(pausing)"
+            case .refuse(let refusal): return "refuse \(refusal)"
+            }
+        }
+
+        #expect(ask(nil) == "refuse notFound")
+        #expect(ask(record(.queuedDelete)) == "refuse beingDeleted")
+        #expect(ask(record(.synced, local: true)) == "present")
+        _ = slots.reserve("v")
+        #expect(ask(record(.synced)) == "refuse beingSaved")
+        slots.release("v")
+        _ = slots.networkChanged(.offline)
+        #expect(ask(record(.synced)) == "refuse networkUnreachable")
+        _ = slots.networkChanged(.unrestricted)
+
+        slots.startedOnRequest("other", state: .synced, handle: 7)
+        #expect(ask(record(.synced)) == "start pausing []", "a download asked for never pauses another")
+        slots.startedOnRequest("v", state: .synced, handle: 8)
+        #expect(ask(record(.synced)) == "join")
+        #expect(Set(tokens).count == 2, "each caller has its own token")
+        let firstLeft = downloads.leave(tokens[0], of: "v")
+        #expect(!firstLeft)
+        let lastLeft = downloads.leave(tokens[1], of: "v")
+        #expect(lastLeft, "the last caller leaving abandons it")
+        #expect(ask(record(.synced)) == "await 8", "an abandoned download is waited out, not joined")
+        let leftOver = downloads.ended("v")
+        #expect(leftOver.isEmpty)
+        #expect(ask(record(.queuedUpload)) == "await 8", "another transfer of the attachment is waited for")
+    }
+
+    @Test("downloads asked for: when every slot is taken, the lowest-priority background transfer pauses")
+    func onDemandPauses() {
+        var downloads = OnDemandDownloads()
+        var slots = TransferSlots<Int>(
+            concurrency: AdaptiveConcurrency(maximum: 2, isEnabled: false), network: .unrestricted)
+        let queued = [
+            AttachmentRecord(id: "up", filename: "up.jpg", state: .queuedUpload, timestamp: 0),
+            AttachmentRecord(id: "down", filename: "down.jpg", state: .queuedDownload, timestamp: 0),
+        ]
+        _ = slots.beginRead()
+        let started = slots.start(from: queued, now: 0, requirement: { _ in .any }).count
+        #expect(started == 2)
+        slots.endRead()
+        slots.started("up", handle: 1)
+        slots.started("down", handle: 2)
+        let step = downloads.asked(
+            "v", record: AttachmentRecord(id: "v", filename: "v.jpg", state: .synced, timestamp: 0), slots: &slots)
+        guard case .start(_, _, let pausing) = step else {
+            Issue.record("a download asked for starts, not \(step)")
+            return
+        }
+        #expect(pausing == [2], "the queue's own download pauses before an upload")
+    }
 }

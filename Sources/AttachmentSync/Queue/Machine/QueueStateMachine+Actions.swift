@@ -38,6 +38,7 @@ extension QueueStateMachine {
         var improved = false
     }
 
+    typealias DownloadStep = OnDemandDownloads.Step<Handle>
     typealias Wake = RetryTimer<Handle>.Wake
     typealias ReconcileStart = ReconcileBaseline.Start
     typealias Finish = TransferFinish

@@ -17,6 +17,7 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
     private var retryTimer = RetryTimer<Handle>()
     private var baseline = ReconcileBaseline()
     private var ledger = StartupLedger()
+    private var onDemand = OnDemandDownloads()
     /// Decides what becomes of a failed transfer (configuration, not state).
     let failures: FailurePolicy
     private var idleWaiters: [Waiter] = []
@@ -50,20 +51,12 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
     func handle(of id: String) -> Handle? { slots.transfers[id]?.handle }
     /// The tasks of the transfers in flight, by attachment id.
     var transferHandles: [String: Handle] { slots.transfers.compactMapValues(\.handle) }
-    /// Whether a save holds `id`.
-    func isReserved(_ id: String) -> Bool { slots.reserved.contains(id) }
     /// The ids saves hold.
     var reservedIDs: Set<String> { slots.reserved }
     /// The ids an app raised, whose transfers have not ended.
     var raisedIDs: Set<String> { slots.raised }
     /// The ids saves or transfers touched since startup's background check began (`nil` when none runs).
     var touchedDuringCheck: Set<String>? { ledger.touched }
-    /// Whether the network is reachable, as last told.
-    var isNetworkReachable: Bool { slots.network.isReachable }
-    /// The network's conditions, as last told.
-    var network: NetworkConditions { slots.network }
-    /// How many background transfers may run now (see ``TransferSlots/slotCount``).
-    var slotCount: Int { slots.slotCount }
     /// The time of the retry timer asked for, if any (milliseconds since 1970).
     var retryWakeTime: Int64? { retryTimer.time }
     /// How many reads of the queued records are in flight.
@@ -197,11 +190,8 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
     }
 
     /// The records `read` returned (queued, oldest first, due by `now`) and the soonest later retry time:
-    /// takes the slots of those to start.
-    ///
-    /// A record whose transfer finished while the read was in flight may be shown still queued: it is not
-    /// started again (the finished transfer asked for a fresh read itself); when that leaves free slots, a
-    /// new read is asked for.
+    /// takes the slots of those to start. A record whose transfer finished while the read was in flight is
+    /// not started again (that transfer asked for a fresh read itself); when that frees slots, a new read is.
     mutating func recordsRead(
         _ read: Read, records: [AttachmentRecord], earliestRetry: Int64?, now: Int64,
         requirement: (AttachmentRecord) -> NetworkRequirement = { _ in .any }
@@ -239,30 +229,41 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
 
     // MARK: - Transfers
 
-    /// Attaches the task of a transfer whose slot ``recordsRead(_:records:earliestRetry:now:requirement:)``
-    /// took.
+    /// Attaches the task of a transfer that ``recordsRead(_:records:earliestRetry:now:requirement:)`` started.
     mutating func started(_ id: String, handle: Handle) { slots.started(id, handle: handle) }
 
     /// Whether a download asked for may start for `id` now: no transfer in flight and no save holding it.
     func mayStartOnRequest(_ id: String) -> Bool { slots.transfers[id] == nil && !slots.reserved.contains(id) }
 
-    /// A download asked for on request started (see ``mayStartOnRequest(_:)``).
+    /// A download asked for on request started (`.start` of ``downloadAsked(_:record:)``, or a repair).
     mutating func startedOnRequest(_ id: String, state: AttachmentState, handle: Handle) {
         ledger.note(id)
         slots.startedOnRequest(id, state: state, handle: handle)
     }
 
+    // MARK: - Downloads asked for (see ``OnDemandDownloads``)
+
+    /// `download(attachmentId:)` read `record` of `id`: what it does now (see ``OnDemandDownloads``).
+    mutating func downloadAsked(_ id: String, record: AttachmentRecord?) -> DownloadStep {
+        onDemand.asked(id, record: record, slots: &slots)
+    }
+
+    /// The caller with `token` stopped waiting for the download of `id`: the last one leaving cancels it.
+    mutating func downloadWaiterLeft(_ token: Int, of id: String) -> [Action] {
+        guard onDemand.leave(token, of: id), let handle = slots.transfers[id]?.handle else { return [] }
+        return [.cancel([handle])]
+    }
+
+    /// The download of `id` asked for ended: the tokens of the callers to hand its result.
+    mutating func downloadEnded(_ id: String) -> [Int] { onDemand.ended(id) }
+
+    /// How many callers wait for the download of `id` asked for.
+    func downloadWaiterCount(of id: String) -> Int { onDemand.waiterCount(of: id) }
+
     /// A transfer's priority (see ``TransferPriority/priority(of:in:raised:)``).
     func priority(of id: String) -> Int { TransferPriority.priority(of: id, in: slots.transfers, raised: slots.raised) }
 
-    /// The background transfer to pause so that one of `priority` can start, when every slot is taken
-    /// (see ``TransferPriority/transferToPause(for:in:raised:maxConcurrentTransfers:)``); once it ends it
-    /// is not held back until the next trigger.
-    mutating func pauseTransfer(for priority: Int) -> (id: String, handle: Handle)? {
-        slots.pauseTransfer(for: priority)
-    }
-
-    /// The transfer ``pauseTransfer(for:)`` would pause, without pausing it.
+    /// The background transfer a transfer of `priority` would pause (see ``TransferPriority``).
     func transferToPause(for priority: Int) -> (id: String, handle: Handle)? {
         TransferPriority.transferToPause(
             for: priority, in: slots.transfers, raised: slots.raised, maxConcurrentTransfers: maxConcurrentTransfers)
@@ -283,7 +284,7 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
 
     // MARK: - Finished transfers
 
-    /// A transfer could not reach the local files: the queue's transfers pause (see ``slotCount``).
+    /// A transfer could not reach the local files: the queue's transfers pause (see ``TransferSlots/slotCount``).
     mutating func noteLocalFilesOutOfReach() { slots.noteLocalFilesOutOfReach() }
 
     /// A transfer of `id` that ran in `state` ended. A failed one waits for the next trigger, as does one
@@ -292,8 +293,6 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
     mutating func transferFinished(_ id: String, state: AttachmentState, _ finish: Finish) -> [Action] {
         slots.finished(id, state: state, finish, isSyncing: lifecycle.isSyncing)
         baseline.noteChanged(id)
-        var actions: [Action] = []
-        if mayStartTransfers { actions.append(.readQueued(beginRead())) }
-        return actions + resumeIfIdle()
+        return (mayStartTransfers ? [.readQueued(beginRead())] : []) + resumeIfIdle()
     }
 }

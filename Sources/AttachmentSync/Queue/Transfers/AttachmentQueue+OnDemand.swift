@@ -34,52 +34,23 @@ extension AttachmentQueue {
         // record looked at again; bounded, as each round waits for a transfer to end.
         for _ in 0..<8 {
             try ensureOpen()
-            guard let record = try await readRecord(id) else {
-                throw AttachmentError(
-                    code: .attachmentNotFound, message: "no attachment has id \(String(reflecting: id))",
-                    attachmentId: id)
-            }
-            if record.state == .queuedDelete {
-                throw AttachmentError(
-                    code: .invalidState, message: "attachment \(String(reflecting: id)) is being deleted",
-                    attachmentId: id)
-            }
-            if record.localPath != nil {
+            let record = try await readRecord(id)
+            switch machine.downloadAsked(id, record: record) {
+            case .present(let record):
                 try await touch(id)
                 return record.attachment(in: attachmentsDirectory)
-            }
-            if let shared = sharedDownloads[id] {
-                guard shared.abandoned else { return try await wait(for: shared, id: id) }
-                // Its callers all gave up and it is winding down: wait for that, then look again (its bytes
-                // may have arrived anyway; if not, a fresh download starts).
-                await shared.task?.value
-                try Task.checkCancellation()
-                continue
-            }
-            if machine.isReserved(id) {
-                throw AttachmentError(
-                    code: .invalidState, message: "attachment \(String(reflecting: id)) is being saved",
-                    attachmentId: id)
-            }
-            if let task = machine.handle(of: id) {
+            case .join(let token):
+                return try await waitForDownload(token, of: id)
+            case .awaitTransfer(let task):
                 await task.value
                 try Task.checkCancellation()
-                continue
+            case .start(let record, let token, let pausing):
+                perform([.cancel(pausing)])
+                startDownloadOnRequest(record)
+                return try await waitForDownload(token, of: id)
+            case .refuse(let refusal):
+                throw Self.downloadRefused(id, refusal)
             }
-            guard machine.network.isReachable else {
-                throw AttachmentError(
-                    code: .remoteUnavailable,
-                    message: "attachment \(String(reflecting: id)) cannot be downloaded: the network is unreachable",
-                    attachmentId: id)
-            }
-            // It takes a slot: when all are taken, the lowest-priority background transfer pauses for it
-            // (a download keeps its partial file, an upload its parts) and runs again after.
-            if let paused = machine.pauseTransfer(for: 4) {
-                logger.debug(
-                    "pausing a transfer for a download asked for", metadata: ["paused": "\(paused.id)", "for": "\(id)"])
-                paused.handle.cancel()
-            }
-            return try await wait(for: startSharedDownload(record), id: id)
         }
         throw AttachmentError(
             code: .invalidState,
@@ -114,9 +85,7 @@ extension AttachmentQueue {
     }
 
     /// How many callers wait for the download of `id` asked for (for tests).
-    func downloadWaiters(for id: String) -> Int {
-        sharedDownloads[id]?.waiters.count ?? 0
-    }
+    func downloadWaiters(for id: String) -> Int { machine.downloadWaiterCount(of: id) }
 
     func readRecord(_ id: String) async throws -> AttachmentRecord? {
         let store = store
@@ -130,30 +99,43 @@ extension AttachmentQueue {
         try await db.writeTransaction { tx in try store.touch(id: id, at: now, in: tx) }
     }
 
-    private func startSharedDownload(_ record: AttachmentRecord) -> SharedDownload {
-        let shared = SharedDownload()
+    private static func downloadRefused(_ id: String, _ refusal: OnDemandDownloads.Refusal) -> AttachmentError {
+        let name = String(reflecting: id)
+        return switch refusal {
+        case .notFound:
+            AttachmentError(code: .attachmentNotFound, message: "no attachment has id \(name)", attachmentId: id)
+        case .beingDeleted:
+            AttachmentError(code: .invalidState, message: "attachment \(name) is being deleted", attachmentId: id)
+        case .beingSaved:
+            AttachmentError(code: .invalidState, message: "attachment \(name) is being saved", attachmentId: id)
+        case .networkUnreachable:
+            AttachmentError(
+                code: .remoteUnavailable,
+                message: "attachment \(name) cannot be downloaded: the network is unreachable", attachmentId: id)
+        }
+    }
+
+    /// Starts the download `.start` of ``QueueStateMachine/downloadAsked(_:record:)`` called for; its end
+    /// hands the result to every caller still waiting.
+    private func startDownloadOnRequest(_ record: AttachmentRecord) {
         let worker = makeTransferWorker()
         let task = Task {
             let report = await worker.perform(record, onDemand: true)
-            await self.sharedDownloadFinished(record, report: report)
+            await self.downloadOnRequestFinished(record, report: report)
         }
-        shared.task = task
-        sharedDownloads[record.id] = shared
         machine.startedOnRequest(record.id, state: record.state, handle: task)
-        return shared
     }
 
-    private func wait(for shared: SharedDownload, id: String) async throws -> Attachment {
-        nextWaiterToken += 1
-        let token = nextWaiterToken
-        return try await withTaskCancellationHandler {
+    /// Suspends as the caller with `token` until the download of `id` ends.
+    private func waitForDownload(_ token: Int, of id: String) async throws -> Attachment {
+        try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 // Runs on the actor before suspending: the download cannot have finished in between.
                 if Task.isCancelled {
                     continuation.resume(throwing: CancellationError())
                     dropWaiter(token, of: id)
                 } else {
-                    shared.waiters[token] = continuation
+                    onDemandWaiters[token] = continuation
                 }
             }
         } onCancel: {
@@ -161,20 +143,15 @@ extension AttachmentQueue {
         }
     }
 
-    /// A caller stopped waiting: it gets `CancellationError`, and the transfer is cancelled when nobody
+    /// A caller stopped waiting: it gets `CancellationError`, and the download is cancelled when nobody
     /// else waits for it.
     private func dropWaiter(_ token: Int, of id: String) {
-        guard let shared = sharedDownloads[id] else { return }
-        shared.waiters.removeValue(forKey: token)?.resume(throwing: CancellationError())
-        if shared.waiters.isEmpty {
-            shared.abandoned = true
-            shared.task?.cancel()
-        }
+        onDemandWaiters.removeValue(forKey: token)?.resume(throwing: CancellationError())
+        perform(machine.downloadWaiterLeft(token, of: id))
     }
 
-    private func sharedDownloadFinished(_ record: AttachmentRecord, report: TransferReport) async {
-        let shared = sharedDownloads[record.id]
-        sharedDownloads[record.id] = nil
+    private func downloadOnRequestFinished(_ record: AttachmentRecord, report: TransferReport) async {
+        let tokens = machine.downloadEnded(record.id)
         let result: Result<Attachment, any Error>
         switch report {
         case .completed:
@@ -203,7 +180,7 @@ extension AttachmentQueue {
         case .failed(let failure):
             result = .failure(failure.error)
         }
-        for waiter in (shared?.waiters ?? [:]).values { waiter.resume(with: result) }
+        for token in tokens { onDemandWaiters.removeValue(forKey: token)?.resume(with: result) }
         await transferFinished(record, report: report)
         // New content may take the cache over its budget: a pass enforces it (while syncing).
         if case .completed = report, configuration.maxCacheBytes != nil { trigger() }
