@@ -2,7 +2,7 @@ import AttachmentSync
 import Foundation
 import TestSupport
 
-// A process for the crash test (Tests/AttachmentSyncTests/Queue/ProcessCrashTests.swift) to kill with
+// A process for the crash test (Tests/AttachmentSyncTests/Processes/ProcessCrashTests.swift) to kill with
 // SIGKILL at random moments: it saves files the app "recorded" (moving them into the queue), deletes some,
 // purges some, and syncs with a folder remote, for ever, journaling each intent before it acts and each
 // outcome after. Every run continues where the journal ends.
@@ -11,9 +11,9 @@ import TestSupport
 //   ROOT/app.sqlite, ROOT/attachments, ROOT/remote, ROOT/user (the files handed over), ROOT/journal.
 // With `sync`, it saves nothing: it starts syncing what the table holds (startup tried again until it
 // succeeds), writes `syncing` to the journal, and syncs until it is killed (the unreachable-folder test,
-// Tests/AttachmentSyncTests/Queue/UnreachableFolderTests.swift, and the lease tests).
+// Tests/AttachmentSyncTests/Files/UnreachableFolderTests.swift, and the lease tests).
 // With `as NAME`, it is one of several processes of one app on the same database, folder and remote (the
-// multi-process test, Tests/AttachmentSyncTests/Queue/MultiProcessTests.swift): its journal is
+// multi-process test, Tests/AttachmentSyncTests/Processes/MultiProcessTests.swift): its journal is
 // ROOT/journal-NAME, its files ROOT/user-NAME/…, its attachment ids NAME-f…; half the seeds also sync in
 // the background. ATTACHMENT_SYNC_LEASE_MS sets the queue's lease duration.
 
