@@ -5,14 +5,8 @@ enum DemoReport {
     /// A byte count for people, in binary units (the ones `--bwlimit` and `--budget` take): `900 B`,
     /// `20.0 KiB`, `1.4 MiB`, up to `8.0 EiB` (`Int64.max`, where sums of sizes saturate).
     static func bytes(_ count: some BinaryInteger) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
-        var value = Double(count)
-        var unit = 0
-        while value >= 1024, unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        return unit == 0 ? "\(count) B" : "\(oneDecimal(value)) \(units[unit])"
+        let (value, unit) = BinaryUnits.scaled(Double(count))
+        return unit == "B" ? "\(count) B" : "\(oneDecimal(value)) \(unit)"
     }
 
     /// A duration in seconds with two decimals: `0.42 s`.

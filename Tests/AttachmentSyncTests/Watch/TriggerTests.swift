@@ -15,6 +15,39 @@ struct TriggerTests {
         #expect(try await device.memoryRemote.file(named: saved.filename) == testBytes(10))
     }
 
+    @Test("a watched stream that fails is made anew after 1 s, then 2 s, and its rows then reconciled")
+    func failedWatchIsRemade() async throws {
+        struct Broken: Error {}
+        let calls = LockedValue(0)
+        let watch = CustomWatch { db in
+            let real = QueueHarness.watchPhotos(db)
+            return {
+                let call = calls.withLock { count in
+                    count += 1
+                    return count
+                }
+                guard call > 2 else { return AsyncThrowingStream { $0.finish(throwing: Broken()) } }
+                return try real()
+            }
+        }
+        let device = try QueueHarness(customWatch: watch)
+        try await device.db.execute(
+            sql: "INSERT INTO checklists (id, description, photo_id) VALUES ('c1', 'c', 'p1')", parameters: [])
+        try await device.queue.startSync()
+        await device.clock.waitForSleepers(count: 1)
+        #expect(calls.withLock { $0 } == 1)
+        await device.clock.advance(by: .seconds(1))
+        await device.clock.waitForSleepers(count: 1)
+        #expect(calls.withLock { $0 } == 2, "remade after 1 s")
+        await device.clock.advance(by: .seconds(1))
+        #expect(calls.withLock { $0 } == 2, "the second pause is 2 s")
+        await device.clock.advance(by: .seconds(1))
+        try await waitUntil("the stream to be made a third time") { calls.withLock { $0 } == 3 }
+        try await waitUntil("the watched photo to get a record") {
+            (try? await device.queue.attachment(id: "p1")) != nil
+        }
+    }
+
     @Test("changes within the throttle window wait for it and are handled in one pass")
     func throttled() async throws {
         let device = try QueueHarness { $0.syncThrottleDuration = .seconds(10) }

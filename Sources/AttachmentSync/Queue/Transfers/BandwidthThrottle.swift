@@ -34,17 +34,11 @@ public struct BandwidthLimit: Sendable, Hashable, CustomStringConvertible {
     /// `1.5 MiB/s`, `512 KiB/s`, `12 B/s` or `unlimited`: binary units, one decimal at most.
     package static func rate(_ bytesPerSecond: Int64?) -> String {
         guard let bytesPerSecond else { return "unlimited" }
-        let units = ["B/s", "KiB/s", "MiB/s", "GiB/s", "TiB/s", "PiB/s", "EiB/s"]
-        var value = Double(bytesPerSecond)
-        var unit = 0
-        while value >= 1024, unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        guard unit > 0 else { return "\(bytesPerSecond) B/s" }
+        let (value, unit) = BinaryUnits.scaled(Double(bytesPerSecond))
+        guard unit != "B" else { return "\(bytesPerSecond) B/s" }
         let tenths = Int64((value * 10).rounded())
         let number = tenths % 10 == 0 ? "\(tenths / 10)" : "\(tenths / 10).\(tenths % 10)"
-        return "\(number) \(units[unit])"
+        return "\(number) \(unit)/s"
     }
 
     func validate() throws {

@@ -25,22 +25,33 @@ extension AttachmentQueue {
     /// see ``AttachmentStore/queuedSignalSQL``). The watch reads any value without failing; should it fail anyway (a closed database), it
     /// is made anew after a pause, like the app's watch.
     func followAttachmentsTable(triggers: AsyncStream<Void>.Continuation) async {
+        await restartingAfterFailures("the attachments table watch") { failures in
+            let signals = try db.watch(
+                options: WatchOptions(sql: store.queuedSignalSQL, parameters: []) { cursor in
+                    try StateSet.queued.map { try cursor.getValue(name: "latest\($0.rawValue)") }
+                }, caching: true)
+            for try await _ in signals {
+                failures = 0
+                triggers.yield()
+            }
+        }
+    }
+
+    /// Runs `follow` (a watch) until it returns or the task is cancelled; when it throws, runs it again
+    /// after ``retryPause(afterFailures:)``. `follow` sets the count of failures in a row back to 0 when
+    /// its watch delivers.
+    func restartingAfterFailures(
+        _ watch: String, _ follow: (_ failures: inout Int) async throws -> Void
+    ) async {
         var failures = 0
         while !Task.isCancelled {
             do {
-                let signals = try db.watch(
-                    options: WatchOptions(sql: store.queuedSignalSQL, parameters: []) { cursor in
-                        try StateSet.queued.map { try cursor.getValue(name: "latest\($0.rawValue)") }
-                    }, caching: true)
-                for try await _ in signals {
-                    failures = 0
-                    triggers.yield()
-                }
+                try await follow(&failures)
                 return
             } catch {
                 if Task.isCancelled || error is CancellationError { return }
                 failures += 1
-                logError("the attachments table watch failed; it will be restarted", error)
+                logError("\(watch) failed; it will be restarted", error)
                 do { try await configuration.clock.sleep(for: retryPause(afterFailures: failures)) } catch { return }
             }
         }

@@ -7,31 +7,22 @@ extension AttachmentQueue {
     func followWatchedAttachments(
         _ makeStream: @Sendable () throws -> AsyncThrowingStream<[WatchedAttachmentItem], any Error>
     ) async {
-        var failures = 0
-        while !Task.isCancelled {
-            do {
-                // The first emission may come from a snapshot taken before changes made right after
-                // subscribing (a save, and its upload): it must not archive records changed since then.
-                var changedSince: Int64? = timestamps.next()
-                let stream = try makeStream()
-                for try await items in stream {
-                    failures = 0
-                    // Changed rows may mean another device's upload has landed: the downloads that waited for
-                    // one are asked for again. Before the reconcile, so that a record it makes, whose first
-                    // download may fail before this line, keeps the wait that failure set.
-                    await bringForwardAwaitingUploads(minimumSpacing: .seconds(5))
-                    await reconcile(items, keepingRecordsChangedSince: changedSince)
-                    changedSince = nil
-                }
-                if !Task.isCancelled {
-                    logger.info("the watched attachments stream ended; attachments are no longer followed")
-                }
-                return
-            } catch {
-                if Task.isCancelled || error is CancellationError { return }
-                failures += 1
-                logError("the watched attachments stream failed; it will be restarted", error)
-                do { try await configuration.clock.sleep(for: retryPause(afterFailures: failures)) } catch { return }
+        await restartingAfterFailures("the watched attachments stream") { failures in
+            // The first emission may come from a snapshot taken before changes made right after
+            // subscribing (a save, and its upload): it must not archive records changed since then.
+            var changedSince: Int64? = timestamps.next()
+            let stream = try makeStream()
+            for try await items in stream {
+                failures = 0
+                // Changed rows may mean another device's upload has landed: the downloads that waited for
+                // one are asked for again. Before the reconcile, so that a record it makes, whose first
+                // download may fail before this line, keeps the wait that failure set.
+                await bringForwardAwaitingUploads(minimumSpacing: .seconds(5))
+                await reconcile(items, keepingRecordsChangedSince: changedSince)
+                changedSince = nil
+            }
+            if !Task.isCancelled {
+                logger.info("the watched attachments stream ended; attachments are no longer followed")
             }
         }
     }
