@@ -44,6 +44,36 @@ struct SaveFileSafetyTests {
         #expect(try await device.queue.allAttachments().isEmpty)
     }
 
+    @Test("a save cancelled while its commit fails leaves no file behind, even with an id of the app's own")
+    func cancelledFailedCommitLeavesNothing() async throws {
+        let folder = try TemporaryDirectory()
+        let device = try QueueHarness(folder: folder)
+        let saving = LockedValue<Task<AttachmentSync.Attachment, any Error>?>(nil)
+        let (go, letGo) = AsyncStream.makeStream(of: Void.self)
+        let save = Task {
+            for await _ in go { break }
+            // The app's task is cancelled while the transaction runs (a view went away), and the commit fails.
+            return try await device.queue.saveFile(
+                data: testBytes(64), mediaType: nil, fileExtension: "jpg", id: "note-1"
+            ) {
+                _, _ in
+                saving.withLock { $0?.cancel() }
+                throw InjectedFailure("the app's row could not be written")
+            }
+        }
+        saving.withLock { $0 = save }
+        letGo.yield()
+        await #expect(throws: InjectedFailure.self) { try await save.value }
+        #expect(try await device.queue.allAttachments().isEmpty)
+        #expect(try device.filesOnDisk().isEmpty, "the save's file, with no record, is removed at once")
+        await device.close()
+
+        // And a later start finds nothing to keep: no file without a record stays in the folder.
+        let reopened = try QueueHarness(folder: folder)
+        _ = try await reopened.queue.allAttachments()
+        #expect(try reopened.filesOnDisk().isEmpty)
+    }
+
     @Test("a folder, a FIFO or a dangling link is refused with a typed error naming it; nothing is written")
     func nonRegularFilesAreRefused() async throws {
         let device = try QueueHarness()

@@ -87,14 +87,21 @@ extension AttachmentQueue {
         do {
             committed = try await commitNewRecords(records, durably: durably, claimed: claimed, updateHook: updateHook)
         } catch {
-            // One transaction: either every record exists or none does.
+            // One transaction: either every record exists or none does. Asked in a task of its own: the
+            // caller's may be cancelled (a cancelled task's reads fail at once).
             let id = records[0].id
-            let store = store
-            let exists = try? await db.readTransaction { tx in try store.record(id: id, in: tx) != nil }
+            let (db, store) = (db, store)
+            let exists = try? await Task {
+                try await db.readTransaction { tx in try store.record(id: id, in: tx) != nil }
+            }
+            .value
             if exists == false {
                 for path in placed { try? await localStorage.deleteFile(filePath: path) }
             }
-            for path in staged { try? await localStorage.deleteFile(filePath: path) }
+            // Unknown: both names stay, and startup, which can tell, removes the pair or the staging name.
+            if exists != nil {
+                for path in staged { try? await localStorage.deleteFile(filePath: path) }
+            }
             throw error
         }
         // Committed: the twins have done their job. One left behind (this fails, or a crash) is removed at

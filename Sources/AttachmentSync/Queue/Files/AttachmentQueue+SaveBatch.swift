@@ -188,7 +188,11 @@ extension AttachmentQueue {
         do {
             return try await saveClaimed(&batch, claimed: claimed, updateHook: updateHook)
         } catch {
-            _ = try? await db.writeTransaction { tx in try claims.endSaves(claimed, of: .current, in: tx) }
+            // In a task of its own: the caller's may be cancelled (a cancelled task's writes fail at once).
+            _ = try? await Task { [db] in
+                try await db.writeTransaction { tx in try claims.endSaves(claimed, of: .current, in: tx) }
+            }
+            .value
             throw error
         }
     }
