@@ -23,7 +23,7 @@ struct FailureOutcomeTests {
     )
         -> FailureOutcome
     {
-        var generator = SystemRandomNumberGenerator()
+        var generator = SplitMix64(seed: 26)
         return policy.outcome(
             of: TransferFailure(error: error, kind: kind), record: record, now: 1_000, using: &generator)
     }

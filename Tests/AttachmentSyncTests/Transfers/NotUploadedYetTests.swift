@@ -128,7 +128,7 @@ struct NotUploadedYetTests {
         let policy = FailurePolicy(
             retryBackoff: RetryBackoff(initialDelay: .seconds(1), maximumDelay: .seconds(2), jitter: false),
             maxAttempts: 1, notUploadedYetBackoff: Self.wait)
-        var generator = SystemRandomNumberGenerator()
+        var generator = SplitMix64(seed: 26)
         #expect(
             policy.decideNotUploadedYet(wait: 1, handlerRetries: true, now: 1_000, using: &generator)
                 == .retry(at: 61_000))

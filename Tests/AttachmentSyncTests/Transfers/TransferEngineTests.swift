@@ -65,10 +65,13 @@ struct TransferEngineTests {
             (1...11).map { backoff.bound(afterAttempt: $0) }
                 == [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300].map { Duration.seconds($0) })
         #expect(backoff.bound(afterAttempt: 10_000) == .seconds(300))
-        var generator = SystemRandomNumberGenerator()
+        var generator = SplitMix64(seed: 26)
+        // Jitter from a seeded generator: many draws, the same on every run.
         for attempt in 1...12 {
-            let delay = backoff.delay(afterAttempt: attempt, using: &generator)
-            #expect(delay >= .zero && delay <= backoff.bound(afterAttempt: attempt))
+            for _ in 0..<50 {
+                let delay = backoff.delay(afterAttempt: attempt, using: &generator)
+                #expect(delay >= .zero && delay <= backoff.bound(afterAttempt: attempt))
+            }
         }
         var fixed = RetryBackoff(initialDelay: .milliseconds(500), maximumDelay: .seconds(2))
         fixed.jitter = false
