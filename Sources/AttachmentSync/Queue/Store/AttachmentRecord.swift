@@ -7,7 +7,7 @@ struct AttachmentRecord: Sendable, Hashable {
     var filename: String
     var state: AttachmentState
     var timestamp: Int64
-    var hasSynced: Bool
+    var hasSynced: Bool = false
     /// The local file's path relative to the attachments directory, or `nil` when it is not on the device.
     var localPath: String?
     var mediaType: String?
@@ -43,31 +43,9 @@ struct AttachmentRecord: Sendable, Hashable {
 
     /// The columns ``init(cursor:)`` reads, for `SELECT`s.
     static let columns = AttachmentColumn.selectList
+}
 
-    init(
-        id: String,
-        filename: String,
-        state: AttachmentState,
-        timestamp: Int64,
-        hasSynced: Bool = false,
-        localPath: String? = nil,
-        mediaType: String? = nil,
-        size: Int64? = nil,
-        metaData: String? = nil,
-        contentHash: String? = nil
-    ) {
-        self.id = id
-        self.filename = filename
-        self.state = state
-        self.timestamp = timestamp
-        self.hasSynced = hasSynced
-        self.localPath = localPath
-        self.mediaType = mediaType
-        self.size = size
-        self.metaData = metaData
-        self.contentHash = contentHash
-    }
-
+extension AttachmentRecord {
     /// Reads a record; a column holding a value of the wrong type is a ``LocalDatabaseError`` that names
     /// the attachment as well as the column and the value.
     init(cursor: SqlCursor) throws {
