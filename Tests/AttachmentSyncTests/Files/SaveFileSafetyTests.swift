@@ -74,6 +74,23 @@ struct SaveFileSafetyTests {
         #expect(try reopened.filesOnDisk().isEmpty)
     }
 
+    @Test("while a save's files are flushed, the queue answers other calls (the flush does not hold the actor)")
+    func flushDoesNotHoldTheQueue() async throws {
+        let disk = GatedDisk(holding: .firstFlushOfFiles)
+        let device = try QueueHarness(localStorage: FileManagerStorageAdapter(files: disk)) { $0.files = disk }
+        try await device.queue.waitForInit()
+        let save = Task { try await device.queue.saveFile(data: testBytes(10), mediaType: nil, fileExtension: "jpg") }
+        for await _ in disk.reached.stream { break }
+        // The save now waits in its flush; the queue's other callers are not held up by it.
+        try await waitFor("a read of the queue while a save's files are flushed", seconds: 10) {
+            _ = try? await device.queue.allAttachments()
+        }
+        disk.gate.signal()
+        let saved = try await save.value
+        #expect(device.bytesOnDisk(saved.filename) == testBytes(10))
+        #expect(try await device.queue.allAttachments().map(\.id) == [saved.id])
+    }
+
     @Test("a folder, a FIFO or a dangling link is refused with a typed error naming it; nothing is written")
     func nonRegularFilesAreRefused() async throws {
         let device = try QueueHarness()

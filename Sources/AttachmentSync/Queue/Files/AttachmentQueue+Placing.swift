@@ -77,7 +77,10 @@ extension AttachmentQueue {
                     try await localStorage.copyFile(sourcePath: staged, targetPath: finalPath)
                 }
             }
-            if flushFolder { try files.synchronizeDirectory(atPath: attachmentsDirectory.path) }
+            if flushFolder {
+                let (files, folder) = (files, attachmentsDirectory.path)
+                try await onBlockingThread { try files.synchronizeDirectory(atPath: folder) }
+            }
         } catch {
             for path in placed { try? await localStorage.deleteFile(filePath: path) }
             for path in staged { try? await localStorage.deleteFile(filePath: path) }

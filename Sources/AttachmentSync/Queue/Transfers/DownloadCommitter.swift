@@ -82,7 +82,8 @@ extension TransferWorker {
         // group); another local storage adapter moves each file itself, durably.
         let plain = local is FileManagerStorageAdapter
         do {
-            try files.synchronizeFiles(atPaths: entries.filter(\.needsFlush).map(\.stagingPath))
+            let staged = entries.filter(\.needsFlush).map(\.stagingPath)
+            try await onBlockingThread { [files] in try files.synchronizeFiles(atPaths: staged) }
         } catch {
             return entries.map { _ in .failure(error) }
         }
@@ -102,7 +103,7 @@ extension TransferWorker {
         if plain, !placed.isEmpty {
             do {
                 for folder in Set(placed.map { (entries[$0].finalPath as NSString).deletingLastPathComponent }) {
-                    try files.synchronizeDirectory(atPath: folder)
+                    try await onBlockingThread { [files] in try files.synchronizeDirectory(atPath: folder) }
                 }
             } catch {
                 failAll(placed, error)
