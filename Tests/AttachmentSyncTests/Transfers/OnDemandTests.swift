@@ -127,6 +127,33 @@ struct OnDemandTests {
         #expect(await remote.bytesServed == 300_000, "100,000 bytes, then the other 200,000")
     }
 
+    @Test("a cancelled download whose record cannot be read keeps its partial file; the next one resumes")
+    func cancelledWithUnreadableRecordKeepsPartial() async throws {
+        let content = testBytes(300_000, seed: 8)
+        let (device, remote) = try await onDemandDevice(withVideo: content)
+
+        await remote.holdDownloads(atByte: 100_000)
+        let queue = device.queue
+        let first = Task { try await queue.download(attachmentId: "v") }
+        await remote.waitForHeldDownload()
+        // Every read of the table fails while it is away: whether the partial is still wanted is unknown.
+        try await device.db.execute(sql: "ALTER TABLE attachments RENAME TO attachments_away")
+        first.cancel()
+        await #expect(throws: CancellationError.self) { try await first.value }
+        _ = try await withDeadline("the interrupted transfer to wind down") {
+            await queue.status.first { $0.transfers.isEmpty }
+        }
+        try await waitFor("the remote call to end") { await remote.waitUntilNoCallInFlight() }
+        try await device.db.execute(sql: "ALTER TABLE attachments_away RENAME TO attachments")
+
+        #expect(device.fileSize(FileName.downloadingName(for: "v.bin")) == 100_000, "kept, to resume")
+        await remote.release()
+        let fetched = try await device.queue.download(attachmentId: "v")
+        #expect(fetched.contentAvailable)
+        #expect(device.bytesOnDisk("v.bin") == content)
+        #expect(await remote.bytesServed == 300_000, "100,000 bytes, then the other 200,000")
+    }
+
     @Test("one caller cancelling does not stop a download another caller still waits for")
     func cancelOneOfTwoWaiters() async throws {
         let (device, remote) = try await onDemandDevice(withVideo: testBytes(200_000))

@@ -163,11 +163,20 @@ extension AttachmentQueue {
     }
 
     /// Removes the partial file of an interrupted download unless its attachment still waits for content
-    /// (then it is kept, to resume).
+    /// (then it is kept, to resume). When the record cannot be read, the partial file is kept too: startup's
+    /// clean-up removes it if it turns out to be unwanted.
     func discardUnwantedPartial(of record: AttachmentRecord) async {
         guard let localName = try? record.localName() else { return }
         let store = store
-        let current = try? await db.readTransaction { tx in try store.record(id: record.id, in: tx) }
+        let current: AttachmentRecord?
+        do {
+            current = try await db.readTransaction { tx in try store.record(id: record.id, in: tx) }
+        } catch {
+            logError(
+                "reading the record of an interrupted download failed; its partial file is kept", error,
+                id: record.id)
+            return
+        }
         if let current, current.localPath == nil, current.state == .queuedDownload || current.state == .synced {
             return
         }
