@@ -106,11 +106,26 @@ enum S3BigFileScenario {
             String(format: "%.0f MB/s", Double(bytes) / duration.seconds / 1e6)
         }
         let met = upRatio <= targetRatio && downRatio <= targetRatio && peak < peakLimit
+        // Each round against the faster tool of that round.
+        func rounds(_ samples: [Side: [Duration]]) -> RoundRatios {
+            RoundRatios(
+                samples[.adapter] ?? [],
+                over: RoundRatios.fastest(of: sides.filter { $0 != .adapter }.map { samples[$0] ?? [] }))
+        }
+        let (upRounds, downRounds) = (rounds(up), rounds(down))
+        let notes =
+            met
+            ? []
+            : [("up", upRounds), ("down", downRounds)].compactMap { direction, ratios in
+                let note = ratios.missNote(atMost: targetRatio)
+                return note.isEmpty ? nil : "\(direction): \(note)"
+            } + (peak < peakLimit ? [] : ["peak RSS over the limit"])
         return ScenarioReport(
             title: "one \(formatMiB(bytes)) file up to and down from Ceph S3",
             figures: "up: \(line(up)); down: \(line(down)); S3RemoteStorage's peak RSS \(formatMiB(peak))",
             result:
-                "up \(formatRatio(upRatio)) \(fastUp.rawValue), down \(formatRatio(downRatio)) \(fastDown.rawValue)",
+                "up \(formatRatio(upRatio)) \(fastUp.rawValue)\(parenthesized(upRounds.spread)), "
+                + "down \(formatRatio(downRatio)) \(fastDown.rawValue)\(parenthesized(downRounds.spread))",
             target: "target ≤ \(formatRatio(targetRatio)) the faster tool each way, peak RSS < \(formatMiB(peakLimit))",
             verdict: met ? .pass : .miss,
             details: [
@@ -124,7 +139,8 @@ enum S3BigFileScenario {
                         "\(side.rawValue) " + (down[side] ?? []).map(formatDuration).joined(separator: ", ")
                     }.joined(separator: "; "),
                 "each download compared byte for byte with the original",
-            ])
+            ],
+            missNote: notes.joined(separator: "; "))
     }
 
     /// Runs the adapter's side of one direction in a child process; returns its time and peak RSS.

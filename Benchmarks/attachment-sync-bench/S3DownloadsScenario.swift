@@ -127,7 +127,12 @@ enum S3DownloadsScenario {
                             + (samples[side] ?? []).map { formatDuration($0.elapsed) }.joined(separator: ", ")
                     }.joined(separator: "; "),
                 "each side checked: \(formatCount(count)) files read back and compared byte for byte",
-            ])
+            ]
+        ).withRounds(
+            RoundRatios(
+                (samples[.queue] ?? []).map(\.elapsed),
+                over: RoundRatios.fastest(of: tools.map { (samples[$0] ?? []).map(\.elapsed) })),
+            atMost: targetRatio)
     }
 
     /// Downloads every object with `side` into a fresh folder, checks the files, and returns the timed part.

@@ -175,7 +175,12 @@ enum S3UploadsScenario {
                     + "`rclone version` " + formatDuration(rcloneStartup),
                 "each side checked: \(formatCount(count)) objects listed with size and ETag = MD5, "
                     + "\(sampleSize) downloaded and compared",
-            ])
+            ]
+        ).withRounds(
+            RoundRatios(
+                times[.queue] ?? [],
+                over: RoundRatios.fastest(of: (rclones + [.s5cmd(workers: concurrency)]).map { times[$0] ?? [] })),
+            atMost: targetRatio)
     }
 
     /// How a side is named in the report.

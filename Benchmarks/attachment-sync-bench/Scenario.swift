@@ -31,6 +31,9 @@ struct ScenarioReport: Sendable {
     var verdict: Verdict
     /// Extra lines printed under the scenario's line with `--verbose` (set-up times, breakdowns).
     var details: [String] = []
+    /// With a MISS: what the spread of the rounds says about it, printed after the verdict (see
+    /// ``RoundRatios/missNote(atMost:)``). Empty when there is nothing to say.
+    var missNote: String = ""
 }
 
 /// A scenario's correctness check failed (an attachment in the wrong state, wrong bytes, a missing file),

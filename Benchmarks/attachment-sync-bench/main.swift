@@ -41,7 +41,7 @@ for scenario in options.scenarios {
         let report = try await scenario.run(options.size)
         printLine(
             "\(scenario.name)  \(report.title): \(report.figures)  →  \(report.result) (\(report.target))  "
-                + report.verdict.rawValue)
+                + report.verdict.rawValue + parenthesized(report.missNote))
         if options.verbose {
             for detail in report.details { printLine("      \(detail)") }
         }
