@@ -103,16 +103,7 @@ struct OnDemandTests {
         let content = testBytes(300_000, seed: 7)
         let (device, remote) = try await onDemandDevice(withVideo: content)
 
-        await remote.holdDownloads(atByte: 100_000)
-        let queue = device.queue
-        let first = Task { try await queue.download(attachmentId: "v") }
-        await remote.waitForHeldDownload()
-        first.cancel()
-        await #expect(throws: CancellationError.self) { try await first.value }
-        _ = try await withDeadline("the interrupted transfer to wind down") {
-            await queue.status.first { $0.transfers.isEmpty }
-        }
-        try await waitFor("the remote call to end") { await remote.waitUntilNoCallInFlight() }
+        try await interruptDownload(of: device, from: remote, atByte: 100_000)
 
         #expect(!device.fileExists("v.bin"), "no half file under the final name")
         #expect(device.fileSize(FileName.downloadingName(for: "v.bin")) == 100_000)
@@ -132,18 +123,10 @@ struct OnDemandTests {
         let content = testBytes(300_000, seed: 8)
         let (device, remote) = try await onDemandDevice(withVideo: content)
 
-        await remote.holdDownloads(atByte: 100_000)
-        let queue = device.queue
-        let first = Task { try await queue.download(attachmentId: "v") }
-        await remote.waitForHeldDownload()
-        // Every read of the table fails while it is away: whether the partial is still wanted is unknown.
-        try await device.db.execute(sql: "ALTER TABLE attachments RENAME TO attachments_away")
-        first.cancel()
-        await #expect(throws: CancellationError.self) { try await first.value }
-        _ = try await withDeadline("the interrupted transfer to wind down") {
-            await queue.status.first { $0.transfers.isEmpty }
+        try await interruptDownload(of: device, from: remote, atByte: 100_000) {
+            // Every read of the table fails while it is away: whether the partial is still wanted is unknown.
+            try await device.db.execute(sql: "ALTER TABLE attachments RENAME TO attachments_away")
         }
-        try await waitFor("the remote call to end") { await remote.waitUntilNoCallInFlight() }
         try await device.db.execute(sql: "ALTER TABLE attachments_away RENAME TO attachments")
 
         #expect(device.fileSize(FileName.downloadingName(for: "v.bin")) == 100_000, "kept, to resume")
@@ -413,6 +396,25 @@ struct OnDemandTests {
 
     /// A device whose queue fetches everything on demand, with sync started and the record of video `v`
     /// (`v.bin` on the in-memory remote, holding `bytes`) already made, remote-only.
+    /// Starts a download of `v` that the remote holds at `byte`, runs `beforeCancel`, cancels the call, and
+    /// returns once the transfer and the remote call have ended (the remote keeps holding later downloads).
+    private func interruptDownload(
+        of device: QueueHarness, from remote: InMemoryRemoteStorage, atByte byte: Int64,
+        beforeCancel: () async throws -> Void = {}
+    ) async throws {
+        await remote.holdDownloads(atByte: byte)
+        let queue = device.queue
+        let call = Task { try await queue.download(attachmentId: "v") }
+        await remote.waitForHeldDownload()
+        try await beforeCancel()
+        call.cancel()
+        await #expect(throws: CancellationError.self) { try await call.value }
+        _ = try await withDeadline("the interrupted transfer to wind down") {
+            await queue.status.first { $0.transfers.isEmpty }
+        }
+        try await waitFor("the remote call to end") { await remote.waitUntilNoCallInFlight() }
+    }
+
     private func onDemandDevice(
         withVideo bytes: Data, configure: (inout AttachmentQueue.Configuration) -> Void = { _ in }
     ) async throws -> (QueueHarness, InMemoryRemoteStorage) {
