@@ -1,13 +1,12 @@
 import AttachmentSync
 import Crypto
 import Foundation
-import NIOCore
 
-/// A byte range of a file, read in chunks as an asynchronous sequence of buffers: the body of a streamed
-/// upload. Only one chunk is in memory at a time, and the HTTP client asks for the next only when it has
-/// sent the previous one.
+/// A byte range of a file, read in chunks as an asynchronous sequence: the body of a streamed upload. Only
+/// one chunk is in memory at a time, and the HTTP client asks for the next only when it has sent the
+/// previous one.
 struct FileChunks: AsyncSequence, Sendable {
-    typealias Element = ByteBuffer
+    typealias Element = Data
 
     /// The chunk size: 256 KiB.
     static let chunkSize = 256 * 1024
@@ -32,7 +31,7 @@ struct FileChunks: AsyncSequence, Sendable {
         let throttle: BandwidthThrottle?
         var handle: FileHandle?
 
-        mutating func next() async throws -> ByteBuffer? {
+        mutating func next() async throws -> Data? {
             guard remaining > 0 else {
                 try? handle?.close()
                 handle = nil
@@ -56,7 +55,7 @@ struct FileChunks: AsyncSequence, Sendable {
             position += Int64(data.count)
             remaining -= Int64(data.count)
             onChunk(data.count)
-            return ByteBuffer(bytes: data)
+            return data
         }
     }
 

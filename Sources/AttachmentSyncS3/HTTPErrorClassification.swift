@@ -1,8 +1,5 @@
-import AsyncHTTPClient
 import AttachmentSync
 import Foundation
-import NIOCore
-import NIOHTTP1
 
 /// Turns HTTP failures into `AttachmentError` values with the right code, for both adapters.
 ///
@@ -30,7 +27,7 @@ enum HTTPErrorClassification {
     ///   - operation: What was attempted (`GetObject`, `PUT`…), for the message.
     ///   - object: The key or path, for the message.
     static func error(
-        status: HTTPResponseStatus, headers: HTTPHeaders, body: ByteBuffer?, service: String, operation: String,
+        status: HTTPStatus, headers: HTTPHeaderFields, body: Data?, service: String, operation: String,
         object: String, attachmentId: String?, now: Date
     ) -> AttachmentError {
         let parsed = body.flatMap { S3XML.parseError($0) }
@@ -70,9 +67,6 @@ enum HTTPErrorClassification {
         _ error: any Error, service: String, operation: String, object: String, attachmentId: String?
     ) -> any Error {
         if error is CancellationError || Task.isCancelled {
-            return CancellationError()
-        }
-        if let clientError = error as? HTTPClientError, clientError == .cancelled {
             return CancellationError()
         }
         if let attachmentError = error as? AttachmentError {

@@ -1,8 +1,5 @@
-import AsyncHTTPClient
 import AttachmentSync
 import Foundation
-import NIOCore
-import NIOHTTP1
 
 extension HTTPRemoteStorage: ListableRemoteStorage {
     /// The files directly in the base URL's folder, from one WebDAV `PROPFIND` with `Depth: 1`, named by
@@ -22,9 +19,9 @@ extension HTTPRemoteStorage: ListableRemoteStorage {
         request.headers.replaceOrAdd(name: "depth", value: "1")
         request.headers.replaceOrAdd(name: "content-type", value: "application/xml; charset=utf-8")
         request.body = .bytes(
-            ByteBuffer(
-                string: #"<?xml version="1.0" encoding="utf-8"?><D:propfind xmlns:D="DAV:"><D:prop>"#
-                    + "<D:getcontentlength/><D:getlastmodified/><D:resourcetype/></D:prop></D:propfind>"))
+            Data(
+                (#"<?xml version="1.0" encoding="utf-8"?><D:propfind xmlns:D="DAV:"><D:prop>"#
+                    + "<D:getcontentlength/><D:getlastmodified/><D:resourcetype/></D:prop></D:propfind>").utf8))
         let event = RequestEvent(operation: "PROPFIND", method: "PROPFIND", object: folder.path)
         let response = try await transport.send(request, event: event, attachmentId: nil) {
             $0 == .multiStatus || $0 == .notFound || $0 == .methodNotAllowed || $0 == .notImplemented

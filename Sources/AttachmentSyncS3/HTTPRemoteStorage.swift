@@ -2,8 +2,6 @@ import AsyncHTTPClient
 import AttachmentSync
 import Foundation
 import Logging
-import NIOCore
-import NIOHTTP1
 
 /// Remote storage on a plain HTTP server that accepts `PUT`, `GET` and `DELETE` of
 /// `{baseURL}/{filename}`: a WebDAV folder (nginx, Apache), a storage gateway, your own backend.
@@ -142,7 +140,8 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
     /// The options this adapter was created with.
     public let configuration: Configuration
     let transport: HTTPTransport
-    private let ownsClient: LockedValue<Bool>
+    /// Whether ``shutdown()`` has run.
+    private let isShutDown = LockedValue(false)
 
     /// Creates an adapter.
     ///
@@ -153,38 +152,40 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
     ///     ``shutdown()`` shuts down. The default is `nil`.
     /// - Throws: `AttachmentError` with code `invalidConfiguration` for a base URL that is
     ///   not http(s) or has a query, or a timeout that is not positive.
-    public init(configuration: Configuration, httpClient: HTTPClient? = nil) throws {
+    public convenience init(configuration: Configuration, httpClient: HTTPClient? = nil) throws {
+        try self.init(
+            configuration: configuration,
+            engine: {
+                httpClient.map { AsyncHTTPClientEngine(client: $0) }
+                    ?? AsyncHTTPClientEngine(
+                        connectTimeout: configuration.connectTimeout, requestTimeout: configuration.requestTimeout)
+            })
+    }
+
+    /// Creates an adapter that sends through the engine `makeEngine` makes once the configuration is valid.
+    init(configuration: Configuration, engine makeEngine: () -> any HTTPEngine) throws {
         try configuration.validate()
+        let engine = makeEngine()
         self.configuration = configuration
-        let client =
-            httpClient
-            ?? HTTPTransport.makeClient(
-                connectTimeout: configuration.connectTimeout, requestTimeout: configuration.requestTimeout)
         self.transport = HTTPTransport(
-            client: client, service: "HTTP", logger: configuration.logger, observer: configuration.requestObserver,
+            engine: engine, service: "HTTP", logger: configuration.logger, observer: configuration.requestObserver,
             minimumRate: configuration.minimumTransferRate, clock: configuration.clock, files: configuration.files,
             now: configuration.now)
-        self.ownsClient = LockedValue(httpClient == nil)
     }
 
     /// Shuts down the HTTP client the adapter created (a client you passed in is left alone). Call it once you
     /// are done with the adapter; calling it again does nothing.
     public func shutdown() async throws {
-        let shouldShutDown = ownsClient.withLock { owns -> Bool in
-            defer { owns = false }
-            return owns
-        }
-        if shouldShutDown {
-            try await transport.client.shutdown()
-        }
+        guard isShutDown.withLock({ done in defer { done = true }; return !done }) else { return }
+        try await transport.engine.shutdown()
     }
 
     /// An adapter dropped without ``shutdown()`` still shuts the client it created down (in the background:
     /// the client keeps itself alive until it has), rather than leave AsyncHTTPClient to trap on a client
     /// that was never shut down.
     deinit {
-        if ownsClient.withLock({ $0 }) {
-            transport.client.shutdown { _ in }
+        if !isShutDown.withLock({ $0 }) {
+            transport.engine.shutdownInBackground()
         }
     }
 
@@ -244,7 +245,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
         if let mediaType = attachment.mediaType, !mediaType.isEmpty {
             request.headers.replaceOrAdd(name: "content-type", value: mediaType)
         }
-        request.body = .bytes(ByteBuffer(bytes: data))
+        request.body = .bytes(data)
         let event = event("PUT", attachment)
         let response = try await transport.send(request, event: event, attachmentId: attachment.id)
         _ = try await transport.collect(response, event: event, attachmentId: attachment.id, upTo: 1 << 20)
@@ -301,11 +302,11 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
             if let sha256 { try await self.storeContentHash(sha256, of: attachment) }
             var request = request
             let sent = UploadProgress(totalBytes: size, progress: progress)
-            let chunks = FileChunks(url: fileURL, offset: 0, length: size, files: files) { count in
-                meter.add(Int64(count))
-                sent.add(count)
-            }
-            request.body = .stream(chunks, length: .known(size))
+            request.body = .file(
+                HTTPFileBody(url: fileURL, offset: 0, length: size, files: files) { count in
+                    meter.add(Int64(count))
+                    sent.add(count)
+                })
             let response = try await self.transport.send(request, event: event, attachmentId: attachment.id)
             _ = try await self.transport.collect(response, event: event, attachmentId: attachment.id, upTo: 1 << 20)
         }
@@ -395,7 +396,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
         let url = try url(named: Self.contentHashPrefix + attachment.filename, attachment: attachment)
         var request = try await request(.PUT, url: url, attachment: attachment)
         request.headers.replaceOrAdd(name: "content-type", value: "text/plain")
-        request.body = .bytes(ByteBuffer(string: sha256))
+        request.body = .bytes(Data(sha256.utf8))
         let event = event("PUT", attachment, object: Self.contentHashPrefix + attachment.filename)
         let response = try await transport.send(request, event: event, attachmentId: attachment.id)
         _ = try await transport.collect(response, event: event, attachmentId: attachment.id, upTo: 1 << 20)
@@ -412,7 +413,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
         }
         let body = try await transport.collect(response, event: event, attachmentId: attachment.id, upTo: 4096)
         guard response.status == .ok else { return nil }
-        return validSHA256(String(buffer: body))
+        return validSHA256(String(decoding: body, as: UTF8.self))
     }
 
     private func delete(_ url: URL, attachment: Attachment) async throws {
@@ -431,19 +432,19 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
     }
 
     /// A request for the attachment's URL with the provider's headers.
-    private func request(_ method: HTTPMethod, attachment: Attachment) async throws -> HTTPClientRequest {
+    private func request(_ method: HTTPRequestMethod, attachment: Attachment) async throws -> HTTPEngineRequest {
         try await request(method, url: try url(for: attachment), attachment: attachment)
     }
 
     /// A request for `url` with the provider's headers.
-    func request(_ method: HTTPMethod, url: URL, attachment: Attachment) async throws -> HTTPClientRequest {
+    func request(_ method: HTTPRequestMethod, url: URL, attachment: Attachment) async throws -> HTTPEngineRequest {
         try await request(method, url: url, attachmentId: attachment.id, name: attachment.filename)
     }
 
     /// A request for `url` with the provider's headers; the id and name go into a failing provider's error.
     func request(
-        _ method: HTTPMethod, url: URL, attachmentId: String?, name: String?
-    ) async throws -> HTTPClientRequest {
+        _ method: HTTPRequestMethod, url: URL, attachmentId: String?, name: String?
+    ) async throws -> HTTPEngineRequest {
         let headers: [(name: String, value: String)]
         do {
             headers = try await configuration.headers()
@@ -456,11 +457,6 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
                 code: .accessDenied, message: "the HTTP headers provider failed", attachmentId: attachmentId,
                 name: name, underlying: error)
         }
-        var request = HTTPClientRequest(url: url.absoluteString)
-        request.method = method
-        for (name, value) in headers {
-            request.headers.add(name: name, value: value)
-        }
-        return request
+        return HTTPEngineRequest(method: method, url: url.absoluteString, headers: HTTPHeaderFields(headers))
     }
 }

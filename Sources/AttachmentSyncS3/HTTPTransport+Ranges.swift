@@ -1,9 +1,6 @@
-import AsyncHTTPClient
 import AttachmentSync
 import Crypto
 import Foundation
-import NIOCore
-import NIOHTTP1
 
 #if canImport(Glibc)
     import Glibc
@@ -45,7 +42,7 @@ final class PositionalFile: Sendable {
     deinit { _ = close(descriptor) }
 
     /// Writes all of `bytes` at `offset`.
-    func write(_ bytes: ByteBufferView, at offset: Int64) throws {
+    func write(_ bytes: Data, at offset: Int64) throws {
         try bytes.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) in
             guard var pointer = buffer.baseAddress else { return }
             var remaining = buffer.count
@@ -98,7 +95,7 @@ extension HTTPTransport {
     /// Whether a whole-object response of `length` bytes should be completed by parallel ranges: it is large
     /// enough, the server accepts byte ranges, and a validator pins every range to this very object.
     static func splits(
-        _ response: HTTPClientResponse, length: Int64?, validator: ResumeValidator?, plan: ParallelDownloads?
+        _ response: HTTPEngineResponse, length: Int64?, validator: ResumeValidator?, plan: ParallelDownloads?
     ) -> Bool {
         guard let plan, let length, plan.concurrency > 1, length >= plan.threshold, length > plan.partSize,
             let validator, !validator.conditions.isEmpty,
@@ -117,7 +114,7 @@ extension HTTPTransport {
     /// the download starts over. A range answered with the whole object (a server that ignores ranges) ends
     /// the split: no other range is asked for, and that answer is written whole.
     func downloadInRanges(
-        _ first: HTTPClientResponse, to destination: URL, length: Int64, validator: ResumeValidator,
+        _ first: HTTPEngineResponse, to destination: URL, length: Int64, validator: ResumeValidator,
         plan: ParallelDownloads, event: RequestEvent, attachmentId: String?, meter: TransferMeter,
         progress: @escaping TransferProgressHandler,
         send: @escaping DownloadRequest
@@ -148,12 +145,12 @@ extension HTTPTransport {
             finishing.yield(part)
         }
         /// Streams `body` into the file from `start`, stopping after `count` bytes; returns the bytes written.
-        @Sendable func stream(_ body: HTTPClientResponse.Body, from start: Int64, count: Int64, firstPart: Bool)
+        @Sendable func stream(_ body: HTTPResponseBody, from start: Int64, count: Int64, firstPart: Bool)
             async throws -> Int64
         {
             var written: Int64 = 0
             for try await chunk in body {
-                var bytes = chunk.readableBytesView[...]
+                var bytes = chunk
                 if written + Int64(bytes.count) > count {
                     guard firstPart else {
                         throw AttachmentError(
@@ -174,11 +171,11 @@ extension HTTPTransport {
         }
 
         /// Writes a whole-object body at the offsets it covers, marking each part it completes.
-        @Sendable func streamWhole(_ body: HTTPClientResponse.Body) async throws {
+        @Sendable func streamWhole(_ body: HTTPResponseBody) async throws {
             var position: Int64 = 0
             var nextMark = 0
             for try await chunk in body {
-                let bytes = chunk.readableBytesView
+                let bytes = chunk
                 guard position + Int64(bytes.count) <= length else {
                     throw AttachmentError(
                         code: .integrityMismatch,

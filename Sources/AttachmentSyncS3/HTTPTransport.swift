@@ -1,10 +1,7 @@
-import AsyncHTTPClient
 import AttachmentSync
 import Crypto
 import Foundation
 import Logging
-import NIOCore
-import NIOHTTP1
 
 /// A request about to be sent, as seen by a test's observer: enough to count requests and to fail chosen
 /// ones. Internal: tests reach it through `@testable import`.
@@ -23,7 +20,7 @@ struct RequestEvent: Sendable {
 /// the network had failed.
 typealias RequestObserver = @Sendable (RequestEvent) throws -> Void
 
-/// The plumbing both adapters share: one `HTTPClient`, sending with error classification, and streaming
+/// The plumbing both adapters share: one ``HTTPEngine``, sending with error classification, and streaming
 /// response bodies into files.
 ///
 /// Its dependencies are injected: every file it reads or writes goes through ``files`` (the core's file
@@ -35,18 +32,14 @@ struct HTTPTransport: Sendable {
     typealias DownloadRequest =
         @Sendable (
             _ range: String?, _ conditions: [(name: String, value: String)],
-            _ accepts: @escaping @Sendable (HTTPResponseStatus) -> Bool
-        ) async throws -> HTTPClientResponse
+            _ accepts: @escaping @Sendable (HTTPStatus) -> Bool
+        ) async throws -> HTTPEngineResponse
 
     /// The largest error body read for its code and message.
     static let maxErrorBody = 64 * 1024
 
-    /// The logger handed to the HTTP client, which discards everything: at trace level the client logs each
-    /// request's head, whose URL (a presigned one's signature) and headers (a session token) are credentials.
-    /// The adapter's own lines go to ``logger``.
-    static let clientLogger = Logger(label: "AttachmentSyncS3.HTTPClient") { _ in SwiftLogNoOpLogHandler() }
-
-    let client: HTTPClient
+    /// The engine requests go through: AsyncHTTPClient's or URLSession's.
+    let engine: any HTTPEngine
     /// `S3` or `HTTP`, for messages.
     let service: String
     let logger: Logger
@@ -60,40 +53,20 @@ struct HTTPTransport: Sendable {
     /// The current date: an HTTP-date `Retry-After` is counted from it.
     var now: @Sendable () -> Date = { Date() }
 
-    /// An HTTP client for an adapter to own: redirects off (a redirect would resend a signed request
-    /// elsewhere), the given timeouts.
-    static func makeClient(connectTimeout: Duration, requestTimeout: Duration) -> HTTPClient {
-        var configuration = HTTPClient.Configuration()
-        configuration.redirectConfiguration = .disallow
-        configuration.timeout = HTTPClient.Configuration.Timeout(
-            connect: timeAmount(connectTimeout), read: timeAmount(requestTimeout), write: timeAmount(requestTimeout))
-        configuration.decompression = .disabled
-        // AsyncHTTPClient keeps 8 connections per host by default; a queue runs up to
-        // `maxConcurrentTransfers` transfers (and a large file `partConcurrency` parts) at once, and requests
-        // beyond the limit wait for a connection. 16 measured faster for many small downloads (P8).
-        configuration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 16
-        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
-    }
-
-    /// `duration` as NIO's `TimeAmount`, saturated: a configured timeout of any length never traps.
-    static func timeAmount(_ duration: Duration) -> TimeAmount {
-        .nanoseconds(duration.clampedNanoseconds)
-    }
-
     /// Sends `request`; returns the response when `accepts` its status, and otherwise throws the classified
     /// `AttachmentError` (reading at most 64 KiB of the error body for its code and message).
     func send(
-        _ request: HTTPClientRequest, event: RequestEvent, attachmentId: String?,
-        accepts: (HTTPResponseStatus) -> Bool = { (200..<300).contains($0.code) }
-    ) async throws -> HTTPClientResponse {
+        _ request: HTTPEngineRequest, event: RequestEvent, attachmentId: String?,
+        accepts: (HTTPStatus) -> Bool = { $0.isSuccess }
+    ) async throws -> HTTPEngineResponse {
         try Task.checkCancellation()
         try observer?(event)
         logger.debug(
             "request",
             metadata: ["service": "\(service)", "operation": "\(event.operation)", "object": "\(event.object)"])
-        let response: HTTPClientResponse
+        let response: HTTPEngineResponse
         do {
-            response = try await client.execute(request, deadline: .distantFuture, logger: Self.clientLogger)
+            response = try await engine.execute(request)
         } catch {
             let mapped = HTTPErrorClassification.transportError(
                 error, service: service, operation: event.operation, object: event.object, attachmentId: attachmentId)
@@ -114,8 +87,8 @@ struct HTTPTransport: Sendable {
     /// naming `object` (the event's object when `nil`), with a `Retry-After` date counted from ``now``.
     /// `status` replaces the response's: S3 answers some failures with 200 and the error in the body.
     func error(
-        for response: HTTPClientResponse, body: ByteBuffer?, event: RequestEvent, attachmentId: String?,
-        object: String? = nil, status: HTTPResponseStatus? = nil
+        for response: HTTPEngineResponse, body: Data?, event: RequestEvent, attachmentId: String?,
+        object: String? = nil, status: HTTPStatus? = nil
     ) -> AttachmentError {
         HTTPErrorClassification.error(
             status: status ?? response.status, headers: response.headers, body: body, service: service,
@@ -123,8 +96,8 @@ struct HTTPTransport: Sendable {
     }
 
     /// Reads a whole (small) response body, mapping a broken connection to `.remoteUnavailable`.
-    func collect(_ response: HTTPClientResponse, event: RequestEvent, attachmentId: String?, upTo limit: Int)
-        async throws -> ByteBuffer
+    func collect(_ response: HTTPEngineResponse, event: RequestEvent, attachmentId: String?, upTo limit: Int)
+        async throws -> Data
     {
         do {
             return try await response.body.collect(upTo: limit)
@@ -139,7 +112,7 @@ struct HTTPTransport: Sendable {
 
     /// Reads a whole object's body into memory, up to ``maximumInMemoryDownload`` (and never more than its
     /// `Content-Length`); a larger object fails with `unsupported` (the streaming form has no limit).
-    func collectObject(_ response: HTTPClientResponse, event: RequestEvent, attachmentId: String?) async throws
+    func collectObject(_ response: HTTPEngineResponse, event: RequestEvent, attachmentId: String?) async throws
         -> Data
     {
         let length = response.headers.first(name: "content-length").flatMap { Int64($0) }
@@ -152,10 +125,10 @@ struct HTTPTransport: Sendable {
         }
         if let length, length > Self.maximumInMemoryDownload { throw tooLarge() }
         do {
-            let buffer = try await response.body.collect(upTo: Int(length ?? Self.maximumInMemoryDownload))
-            try await BandwidthThrottle.current?.take(buffer.readableBytes)
-            return Data(buffer.readableBytesView)
-        } catch is NIOTooManyBytesError {
+            let data = try await response.body.collect(upTo: Int(length ?? Self.maximumInMemoryDownload))
+            try await BandwidthThrottle.current?.take(data.count)
+            return data
+        } catch is HTTPBodyTooLarge {
             throw tooLarge()
         } catch {
             throw HTTPErrorClassification.transportError(
@@ -215,7 +188,7 @@ struct HTTPTransport: Sendable {
         attachmentId: String?, meter: TransferMeter, parallel: ParallelDownloads? = nil,
         progress: @escaping TransferProgressHandler,
         send: @escaping DownloadRequest,
-        head: (_ conditions: [(name: String, value: String)]) async throws -> HTTPClientResponse
+        head: (_ conditions: [(name: String, value: String)]) async throws -> HTTPEngineResponse
     ) async throws -> DownloadedObject {
         let validatorURL = Self.resumeValidatorURL(for: destination)
         if offset > 0 {
@@ -254,7 +227,7 @@ struct HTTPTransport: Sendable {
         event: RequestEvent, attachmentId: String?, meter: TransferMeter, parallel: ParallelDownloads?,
         progress: @escaping TransferProgressHandler,
         send: @escaping DownloadRequest,
-        head: (_ conditions: [(name: String, value: String)]) async throws -> HTTPClientResponse
+        head: (_ conditions: [(name: String, value: String)]) async throws -> HTTPEngineResponse
     ) async throws -> DownloadedObject? {
         let conditions = validator?.conditions ?? []
         let response = try await send("bytes=\(offset)-", conditions) {
@@ -312,7 +285,7 @@ struct HTTPTransport: Sendable {
 
     /// Writes a `200` response's body to `destination` from byte 0, keeping a resume validator meanwhile.
     private func writeWhole(
-        _ response: HTTPClientResponse, to destination: URL, expectedSize: Int64?, event: RequestEvent,
+        _ response: HTTPEngineResponse, to destination: URL, expectedSize: Int64?, event: RequestEvent,
         attachmentId: String?, meter: TransferMeter, parallel: ParallelDownloads?,
         progress: @escaping TransferProgressHandler,
         send: @escaping DownloadRequest
@@ -367,7 +340,7 @@ struct HTTPTransport: Sendable {
     /// download).
     @discardableResult
     func write(
-        _ response: HTTPClientResponse, to handle: any FileWriter, url: URL, base: Int64, expected: Int64?,
+        _ response: HTTPEngineResponse, to handle: any FileWriter, url: URL, base: Int64, expected: Int64?,
         total: Int64?, limit: Int64? = nil, hashing hasher: inout SHA256?, event: RequestEvent,
         attachmentId: String?, meter: TransferMeter, progress: TransferProgressHandler
     ) async throws -> Int64 {
@@ -376,17 +349,16 @@ struct HTTPTransport: Sendable {
         let throttle = BandwidthThrottle.current
         do {
             for try await chunk in response.body {
-                try await throttle?.take(chunk.readableBytes)
-                let count = Int64(chunk.readableBytes)
+                try await throttle?.take(chunk.count)
+                let count = Int64(chunk.count)
                 if let limit, base + written + count > limit {
                     throw AttachmentError(
                         code: .integrityMismatch,
                         message: "\(service) \(event.operation) of \(String(reflecting: event.object)) sent more "
                             + "than the attachment's \(limit) bytes", attachmentId: attachmentId, name: event.object)
                 }
-                let data = Data(chunk.readableBytesView)
-                try handle.write(data)
-                hasher?.update(data: data)
+                try handle.write(chunk)
+                hasher?.update(data: chunk)
                 written += count
                 meter.add(count)
                 progress(TransferProgress(completedBytes: base + written, totalBytes: total))
@@ -478,9 +450,9 @@ struct ObjectDownload: Sendable {
     /// error otherwise.
     typealias Request =
         @Sendable (
-            _ method: HTTPMethod, _ headers: [(name: String, value: String)],
-            _ accepts: @escaping @Sendable (HTTPResponseStatus) -> Bool
-        ) async throws -> HTTPClientResponse
+            _ method: HTTPRequestMethod, _ headers: [(name: String, value: String)],
+            _ accepts: @escaping @Sendable (HTTPStatus) -> Bool
+        ) async throws -> HTTPEngineResponse
 
     var attachment: Attachment
     /// The download's event (its `GET`), for messages, the observer and the slow-transfer watchdog.
@@ -495,7 +467,7 @@ struct ObjectDownload: Sendable {
 /// served it (an adapter reads the stored SHA-256 from them).
 struct DownloadedObject: Sendable {
     var size: Int64?
-    var headers: HTTPHeaders
+    var headers: HTTPHeaderFields
     /// How many bytes the destination holds and their SHA-256, when the download wrote the whole file and
     /// hashed it on the way (not after a resume).
     var writtenSize: Int64? = nil
@@ -523,7 +495,7 @@ struct ResumeValidator: Codable, Equatable, Sendable {
     var size: Int64?
 
     /// The validator of a response, or `nil` when it has neither a strong `ETag` nor a `Last-Modified` date.
-    init?(headers: HTTPHeaders, size: Int64?) {
+    init?(headers: HTTPHeaderFields, size: Int64?) {
         let etag = headers.first(name: "etag").flatMap { $0.hasPrefix("W/") || $0.isEmpty ? nil : $0 }
         let lastModified = etag == nil ? headers.first(name: "last-modified") : nil
         guard etag != nil || lastModified != nil else { return nil }
@@ -540,7 +512,7 @@ struct ResumeValidator: Codable, Equatable, Sendable {
     }
 
     /// Whether a response's `ETag`, when it has one, is this validator's.
-    func matches(_ headers: HTTPHeaders) -> Bool {
+    func matches(_ headers: HTTPHeaderFields) -> Bool {
         guard let etag, let other = headers.first(name: "etag") else { return true }
         return other == etag
     }

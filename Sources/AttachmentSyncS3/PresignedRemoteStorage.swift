@@ -152,7 +152,8 @@ public final class PresignedRemoteStorage: RemoteStorageAdapter {
         authorizations = PresignedAuthorizations(
             authorize: configuration.authorize, margin: configuration.renewalMargin, now: configuration.now)
         storage = try S3RemoteStorage(
-            configuration: configuration.storageConfiguration, httpClient: httpClient,
+            configuration: configuration.storageConfiguration,
+            engine: { configuration.storageConfiguration.engine(httpClient: httpClient) },
             authorizer: PresignedRequestAuthorizer(authorizations: authorizations, logger: configuration.logger))
     }
 

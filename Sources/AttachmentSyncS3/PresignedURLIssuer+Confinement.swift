@@ -44,8 +44,9 @@ final class IssuerServer: Sendable {
     func current() throws -> Adapters {
         try adapters.withLock { adapters in
             if let adapters { return adapters }
-            let client = HTTPTransport.makeClient(
-                connectTimeout: storage.connectTimeout, requestTimeout: storage.requestTimeout)
+            let client = AsyncHTTPClientEngine(
+                connectTimeout: storage.connectTimeout, requestTimeout: storage.requestTimeout
+            ).client
             var upload = storage
             upload.credentials = uploadCredentials
             let created = Adapters(

@@ -1,6 +1,5 @@
 import AttachmentSync
 import Foundation
-import NIOHTTP1
 
 extension S3RemoteStorage: ListableRemoteStorage {
     /// The objects directly under ``Configuration/keyPrefix``, 1,000 a page (`ListObjectsV2`, with `/` as the

@@ -1,8 +1,5 @@
-import AsyncHTTPClient
 import AttachmentSync
 import Foundation
-import NIOCore
-import NIOHTTP1
 
 extension S3RemoteStorage {
     /// S3's limit on the number of parts of one upload.

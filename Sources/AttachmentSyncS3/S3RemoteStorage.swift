@@ -2,8 +2,6 @@ import AsyncHTTPClient
 import AttachmentSync
 import Foundation
 import Logging
-import NIOCore
-import NIOHTTP1
 
 /// Remote storage in an S3-compatible object store: AWS S3, Ceph, MinIO, Cloudflare R2, Supabase Storage's S3
 /// API. Each attachment is the object ``Configuration/keyPrefix`` + `Attachment.filename`.
@@ -51,14 +49,8 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     /// backend presigned for it when the adapter works for ``PresignedRemoteStorage``.
     let authorizer: any S3RequestAuthorizer
     let uploadStore: MultipartUploadStore
-    /// Whether ``shutdown()`` shuts the client down (the adapter created it), and whether it has.
-    private let ownedClientState: LockedValue<OwnedClient>
-
-    private enum OwnedClient {
-        case notOwned
-        case running
-        case shutDown
-    }
+    /// Whether ``shutdown()`` has run.
+    private let isShutDown = LockedValue(false)
 
     /// Creates an adapter.
     ///
@@ -71,50 +63,39 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     ///   of range (a part size under 5 MiB, say).
     public convenience init(configuration: Configuration, httpClient: HTTPClient? = nil) throws {
         try self.init(
-            configuration: configuration, httpClient: httpClient,
+            configuration: configuration, engine: { configuration.engine(httpClient: httpClient) },
             authorizer: SigV4RequestAuthorizer(configuration: configuration))
     }
 
-    /// Creates an adapter that gets each request authorised by `authorizer`.
-    init(configuration: Configuration, httpClient: HTTPClient?, authorizer: any S3RequestAuthorizer) throws {
+    /// Creates an adapter that sends through the engine `makeEngine` makes once the configuration is valid,
+    /// and gets each request authorised by `authorizer`.
+    init(
+        configuration: Configuration, engine makeEngine: () -> any HTTPEngine, authorizer: any S3RequestAuthorizer
+    ) throws {
         try configuration.validate()
+        let engine = makeEngine()
         self.authorizer = authorizer
         self.configuration = configuration
-        let client =
-            httpClient
-            ?? HTTPTransport.makeClient(
-                connectTimeout: configuration.connectTimeout, requestTimeout: configuration.requestTimeout)
         self.transport = HTTPTransport(
-            client: client, service: "S3", logger: configuration.logger, observer: configuration.requestObserver,
+            engine: engine, service: "S3", logger: configuration.logger, observer: configuration.requestObserver,
             minimumRate: configuration.minimumTransferRate, clock: configuration.clock, files: configuration.files,
             now: configuration.now)
-        self.ownedClientState = LockedValue(httpClient == nil ? .running : .notOwned)
         self.uploadStore = MultipartUploadStore(directory: configuration.stateDirectory)
     }
 
     /// Shuts down the HTTP client the adapter created (a client you passed in is left alone). Call it once you
     /// are done with the adapter; calling it again does nothing.
     public func shutdown() async throws {
-        let shouldShutDown = ownedClientState.withLock { state -> Bool in
-            guard case .running = state else { return false }
-            state = .shutDown
-            return true
-        }
-        if shouldShutDown {
-            try await transport.client.shutdown()
-        }
+        guard isShutDown.withLock({ done in defer { done = true }; return !done }) else { return }
+        try await transport.engine.shutdown()
     }
 
     /// An adapter dropped without ``shutdown()`` still shuts the client it created down (in the background:
     /// the client keeps itself alive until it has), rather than leave AsyncHTTPClient to trap on a client
     /// that was never shut down.
     deinit {
-        let running = ownedClientState.withLock { state -> Bool in
-            guard case .running = state else { return false }
-            return true
-        }
-        if running {
-            transport.client.shutdown { _ in }
+        if !isShutDown.withLock({ $0 }) {
+            transport.engine.shutdownInBackground()
         }
     }
 
@@ -405,22 +386,19 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     /// progress once.
     func send(
         _ s3Request: S3Request, attachmentId: String?,
-        accepts: @escaping (HTTPResponseStatus) -> Bool = { (200..<300).contains($0.code) }
-    ) async throws -> HTTPClientResponse {
+        accepts: @escaping (HTTPStatus) -> Bool = { $0.isSuccess }
+    ) async throws -> HTTPEngineResponse {
         let attempt = s3Request.reportingProgressOnce()
         let request = attempt.request
         var renewing = false
         while true {
             let authorized = try await authorizer.authorize(request, renewing: renewing)
-            var httpRequest = HTTPClientRequest(url: authorized.url)
-            httpRequest.method = request.method
-            for (name, value) in authorized.headers {
-                httpRequest.headers.add(name: name, value: value)
-            }
             attempt.startAttempt()
-            httpRequest.body = request.body.requestBody(for: request.method, files: transport.files)
+            let httpRequest = HTTPEngineRequest(
+                method: request.method, url: authorized.url, headers: HTTPHeaderFields(authorized.headers),
+                body: request.body.requestBody(for: request.method, files: transport.files))
             let mayRenew = !renewing && authorizer.renewsRefusedRequests
-            let response: HTTPClientResponse
+            let response: HTTPEngineResponse
             do {
                 response = try await transport.send(
                     httpRequest, event: request.event, attachmentId: attachmentId,
@@ -441,7 +419,16 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     }
 
     /// Whether a status says the server refused the request's authorisation.
-    static func isRefusal(_ status: HTTPResponseStatus) -> Bool {
+    static func isRefusal(_ status: HTTPStatus) -> Bool {
         status == .forbidden || status == .unauthorized
+    }
+}
+
+extension S3RemoteStorage.Configuration {
+    /// The engine an adapter sends through: one on `httpClient`, which stays its owner's, or on a client of
+    /// its own with this configuration's timeouts.
+    func engine(httpClient: HTTPClient?) -> any HTTPEngine {
+        httpClient.map { AsyncHTTPClientEngine(client: $0) }
+            ?? AsyncHTTPClientEngine(connectTimeout: connectTimeout, requestTimeout: requestTimeout)
     }
 }

@@ -1,8 +1,5 @@
-import AsyncHTTPClient
 import AttachmentSync
 import Foundation
-import NIOCore
-import NIOHTTP1
 
 /// One S3 request before it is authorised (signed, or sent to the URL a backend presigned for it).
 struct S3Request: Sendable {
@@ -13,7 +10,7 @@ struct S3Request: Sendable {
         case file(URL, offset: Int64, length: Int64, onChunk: @Sendable (Int) -> Void)
     }
 
-    var method: HTTPMethod
+    var method: HTTPRequestMethod
     /// The object key, or `nil` for a request on the bucket.
     var key: String?
     var query: [(name: String, value: String)] = []
@@ -34,16 +31,14 @@ struct S3Request: Sendable {
 
 extension S3Request.Body {
     /// The body as the HTTP client sends it: nothing, bytes, or the file range streamed, read through `files`.
-    func requestBody(for method: HTTPMethod, files: any FileOperations) -> HTTPClientRequest.Body? {
+    func requestBody(for method: HTTPRequestMethod, files: any FileOperations) -> HTTPEngineRequestBody {
         switch self {
         case .empty:
-            return method == .PUT || method == .POST ? .bytes(ByteBuffer()) : nil
+            return method == .PUT || method == .POST ? .bytes(Data()) : .none
         case .data(let data):
-            return .bytes(ByteBuffer(bytes: data))
+            return .bytes(data)
         case .file(let url, let offset, let length, let onChunk):
-            return .stream(
-                FileChunks(url: url, offset: offset, length: length, files: files, onChunk: onChunk),
-                length: .known(length))
+            return .file(HTTPFileBody(url: url, offset: offset, length: length, files: files, onChunk: onChunk))
         }
     }
 

@@ -1,5 +1,4 @@
 import Foundation
-import NIOCore
 
 #if canImport(FoundationXML)
     import FoundationXML
@@ -44,13 +43,9 @@ enum S3XML {
         return delegate.root
     }
 
-    static func parse(_ buffer: ByteBuffer) -> Element? {
-        parse(Data(buffer.readableBytesView))
-    }
-
     /// The `Code` and `Message` of an S3 `<Error>` body, or `nil` when the body is not one.
-    static func parseError(_ buffer: ByteBuffer) -> (code: String?, message: String?)? {
-        guard buffer.readableBytes > 0, let root = parse(buffer), root.name == "Error" else { return nil }
+    static func parseError(_ body: Data) -> (code: String?, message: String?)? {
+        guard !body.isEmpty, let root = parse(body), root.name == "Error" else { return nil }
         return (root.value("Code"), root.value("Message"))
     }
 

@@ -31,7 +31,7 @@ struct WebDAVTestFolder {
             failure = error
         }
         do {
-            try await folder.delete(authenticated: authenticated, client: storage.transport.client)
+            try await folder.delete(authenticated: authenticated, engine: storage.transport.engine)
         } catch {
             Issue.record("could not delete \(folder.url): \(error)")
         }
@@ -51,16 +51,15 @@ struct WebDAVTestFolder {
     }
 
     /// Deletes the folder (WebDAV `DELETE` of a collection); a folder never created is fine.
-    func delete(authenticated: Bool, client: HTTPClient) async throws {
-        var request = HTTPClientRequest(url: url.absoluteString + "/")
-        request.method = .DELETE
+    func delete(authenticated: Bool, engine: any HTTPEngine) async throws {
+        var request = HTTPEngineRequest(method: .DELETE, url: url.absoluteString + "/")
         if authenticated {
             request.headers.add(name: "Authorization", value: "Bearer \(TestServers.webdavToken)")
         }
-        let response = try await client.execute(request, timeout: .seconds(30))
+        let response = try await engine.execute(request)
         _ = try await response.body.collect(upTo: 1 << 20)
         try #require(
-            (200..<300).contains(response.status.code) || response.status == .notFound,
+            response.status.isSuccess || response.status == .notFound,
             "DELETE \(url): \(response.status)")
     }
 }

@@ -403,7 +403,6 @@ extension S3RemoteStorage {
     func downloadVersion(key: String, versionId: String) async throws -> Data {
         let request = S3Request(method: .GET, key: key, query: [("versionId", versionId)], operation: "GetObject")
         let response = try await send(request, attachmentId: nil)
-        let body = try await transport.collect(response, event: request.event, attachmentId: nil, upTo: 1 << 20)
-        return Data(body.readableBytesView)
+        return try await transport.collect(response, event: request.event, attachmentId: nil, upTo: 1 << 20)
     }
 }

@@ -221,16 +221,16 @@ import Testing
             #expect(delay == nil || delay! > .seconds(86_400 * 365), "\(value)")
         }
         #expect(HTTPErrorClassification.retryAfter("9223372036854775807", now: now) == .seconds(Int64.max))
-        #expect(HTTPTransport.timeAmount(.seconds(Int64.max)) == .nanoseconds(Int64.max))
-        #expect(HTTPTransport.timeAmount(.seconds(3)) == .seconds(3))
-        #expect(HTTPTransport.timeAmount(.milliseconds(1500)) == .milliseconds(1500))
+        #expect(AsyncHTTPClientEngine.timeAmount(.seconds(Int64.max)) == .nanoseconds(Int64.max))
+        #expect(AsyncHTTPClientEngine.timeAmount(.seconds(3)) == .seconds(3))
+        #expect(AsyncHTTPClientEngine.timeAmount(.milliseconds(1500)) == .milliseconds(1500))
     }
 
     @Test("a 503 SlowDown carries the server's Retry-After, its code and request id, and names the object")
     func slowDownErrorCarriesRetryAfter() {
-        let body = ByteBuffer(
-            string: "<?xml version=\"1.0\"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate."
-                + "</Message></Error>")
+        let body = Data(
+            ("<?xml version=\"1.0\"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate."
+                + "</Message></Error>").utf8)
         let error = HTTPErrorClassification.error(
             status: .serviceUnavailable,
             headers: ["Retry-After": "7", "x-amz-request-id": "tx-1"], body: body, service: "S3",
@@ -247,8 +247,7 @@ import Testing
 
     @Test("an error's text says each fact once, without type names; a request on no object names none")
     func errorTextSaysItOnce() {
-        let body = ByteBuffer(
-            string: "<?xml version=\"1.0\"?><Error><Code>SignatureDoesNotMatch</Code></Error>")
+        let body = Data("<?xml version=\"1.0\"?><Error><Code>SignatureDoesNotMatch</Code></Error>".utf8)
         let denied = HTTPErrorClassification.error(
             status: .forbidden, headers: ["x-amz-request-id": "tx-9"], body: body, service: "S3",
             operation: "CreateBucket", object: "photos", attachmentId: nil, now: Date())

@@ -43,6 +43,7 @@ package struct HTTPRequestMethod: RawRepresentable, Hashable, Sendable, CustomSt
     package static let PUT = HTTPRequestMethod(rawValue: "PUT")
     package static let POST = HTTPRequestMethod(rawValue: "POST")
     package static let DELETE = HTTPRequestMethod(rawValue: "DELETE")
+    package static let PROPFIND = HTTPRequestMethod(rawValue: "PROPFIND")
 
     package var description: String { rawValue }
 }
@@ -65,8 +66,12 @@ package struct HTTPStatus: Hashable, Sendable, CustomStringConvertible {
     package static let notFound = HTTPStatus(code: 404)
     package static let methodNotAllowed = HTTPStatus(code: 405)
     package static let conflict = HTTPStatus(code: 409)
+    package static let gone = HTTPStatus(code: 410)
     package static let preconditionFailed = HTTPStatus(code: 412)
     package static let rangeNotSatisfiable = HTTPStatus(code: 416)
+    package static let internalServerError = HTTPStatus(code: 500)
+    package static let notImplemented = HTTPStatus(code: 501)
+    package static let serviceUnavailable = HTTPStatus(code: 503)
 
     /// Whether the code is 2xx.
     package var isSuccess: Bool { (200..<300).contains(code) }
@@ -75,7 +80,7 @@ package struct HTTPStatus: Hashable, Sendable, CustomStringConvertible {
 }
 
 /// A list of header fields in order; names compare without regard to case.
-package struct HTTPHeaderFields: Sendable, Sequence, ExpressibleByArrayLiteral {
+package struct HTTPHeaderFields: Sendable, Sequence, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral {
     package private(set) var fields: [(name: String, value: String)]
 
     package init(_ fields: [(name: String, value: String)] = []) {
@@ -84,6 +89,10 @@ package struct HTTPHeaderFields: Sendable, Sequence, ExpressibleByArrayLiteral {
 
     package init(arrayLiteral elements: (name: String, value: String)...) {
         self.fields = elements
+    }
+
+    package init(dictionaryLiteral elements: (String, String)...) {
+        self.fields = elements.map { (name: $0.0, value: $0.1) }
     }
 
     /// The first value of the header `name`, or `nil`.
@@ -99,6 +108,17 @@ package struct HTTPHeaderFields: Sendable, Sequence, ExpressibleByArrayLiteral {
     /// Adds a field (a header may occur more than once).
     package mutating func add(name: String, value: String) {
         fields.append((name, value))
+    }
+
+    /// Sets the header `name` to `value` alone: its other fields removed, the value in place of the first.
+    package mutating func replaceOrAdd(name: String, value: String) {
+        guard let index = fields.firstIndex(where: { $0.name.caseInsensitiveCompare(name) == .orderedSame }) else {
+            return add(name: name, value: value)
+        }
+        fields[index].value = value
+        let kept = fields[index]
+        remove(name: name)
+        fields.insert(kept, at: Swift.min(index, fields.count))
     }
 
     /// Removes every field named `name`.
