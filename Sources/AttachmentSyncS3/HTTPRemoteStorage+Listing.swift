@@ -15,7 +15,7 @@ extension HTTPRemoteStorage: ListableRemoteStorage {
         guard let folder = URL(string: base + "/") else {
             throw AttachmentError(code: .invalidConfiguration, message: "cannot list \(base)/")
         }
-        var request = try await request(.PROPFIND, url: folder, attachmentId: nil, name: nil)
+        var request = try await request(.propfind, url: folder, attachmentId: nil, name: nil)
         request.headers.replaceOrAdd(name: "depth", value: "1")
         request.headers.replaceOrAdd(name: "content-type", value: "application/xml; charset=utf-8")
         request.body = .bytes(
@@ -24,7 +24,7 @@ extension HTTPRemoteStorage: ListableRemoteStorage {
                     + "<D:getcontentlength/><D:getlastmodified/><D:resourcetype/></D:prop></D:propfind>").utf8))
         let event = RequestEvent(operation: "PROPFIND", method: "PROPFIND", object: folder.path)
         let response = try await transport.send(request, event: event, attachmentId: nil) {
-            $0 == .multiStatus || $0 == .notFound || $0 == .methodNotAllowed || $0 == .notImplemented
+            $0 == .multistatus || $0 == .notFound || $0 == .methodNotAllowed || $0 == .notImplemented
         }
         let body = try await transport.collect(response, event: event, attachmentId: nil, upTo: 64 << 20)
         switch response.status {
@@ -80,7 +80,7 @@ extension HTTPRemoteStorage: ListableRemoteStorage {
     /// The file's size (from a `HEAD`) and its stored SHA-256 (when
     /// ``Configuration/storesContentHashes``); `nil` on 404 or 410.
     public func fileInfo(attachment: Attachment) async throws -> RemoteObjectInfo? {
-        let request = try await request(.HEAD, url: try url(for: attachment), attachment: attachment)
+        let request = try await request(.head, url: try url(for: attachment), attachment: attachment)
         let event = event("HEAD", attachment)
         let response = try await transport.send(request, event: event, attachmentId: attachment.id) {
             $0 == .ok || $0 == .notFound || $0 == .gone

@@ -176,7 +176,11 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
     /// Shuts down the HTTP client the adapter created (a client you passed in is left alone). Call it once you
     /// are done with the adapter; calling it again does nothing.
     public func shutdown() async throws {
-        guard isShutDown.withLock({ done in defer { done = true }; return !done }) else { return }
+        let wasRunning = isShutDown.withLock { done -> Bool in
+            defer { done = true }
+            return !done
+        }
+        guard wasRunning else { return }
         try await transport.engine.shutdown()
     }
 
@@ -241,7 +245,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
         if try await isUploaded(sha256, attachment) { return }
         try await BandwidthThrottle.current?.take(data.count)
         try await storeContentHash(sha256, of: attachment)
-        var request = try await request(.PUT, attachment: attachment)
+        var request = try await request(.put, attachment: attachment)
         if let mediaType = attachment.mediaType, !mediaType.isEmpty {
             request.headers.replaceOrAdd(name: "content-type", value: mediaType)
         }
@@ -256,7 +260,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
     /// Files larger than 1 GiB fail with `unsupported`: use the streaming
     /// ``downloadFile(attachment:into:from:progress:)``, which the queue always calls.
     public func downloadFile(attachment: Attachment) async throws -> Data {
-        let request = try await request(.GET, attachment: attachment)
+        let request = try await request(.get, attachment: attachment)
         let event = event("GET", attachment)
         let response = try await transport.send(request, event: event, attachmentId: attachment.id) { $0 == .ok }
         return try await transport.collectObject(response, event: event, attachmentId: attachment.id)
@@ -291,7 +295,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
             progress(TransferProgress(completedBytes: size, totalBytes: size))
             return
         }
-        var request = try await request(.PUT, attachment: attachment)
+        var request = try await request(.put, attachment: attachment)
         if let mediaType = attachment.mediaType, !mediaType.isEmpty {
             request.headers.replaceOrAdd(name: "content-type", value: mediaType)
         }
@@ -394,7 +398,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
         guard configuration.storesContentHashes else { return }
         _ = try url(for: attachment)  // the file's own name first: `.` is no name for it, whatever the prefix
         let url = try url(named: Self.contentHashPrefix + attachment.filename, attachment: attachment)
-        var request = try await request(.PUT, url: url, attachment: attachment)
+        var request = try await request(.put, url: url, attachment: attachment)
         request.headers.replaceOrAdd(name: "content-type", value: "text/plain")
         request.body = .bytes(Data(sha256.utf8))
         let event = event("PUT", attachment, object: Self.contentHashPrefix + attachment.filename)
@@ -406,7 +410,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
     func storedContentHash(of attachment: Attachment) async throws -> String? {
         _ = try url(for: attachment)
         let name = Self.contentHashPrefix + attachment.filename
-        let request = try await request(.GET, url: try url(named: name, attachment: attachment), attachment: attachment)
+        let request = try await request(.get, url: try url(named: name, attachment: attachment), attachment: attachment)
         let event = event("GET", attachment, object: name)
         let response = try await transport.send(request, event: event, attachmentId: attachment.id) {
             $0 == .ok || $0 == .notFound || $0 == .gone
@@ -417,7 +421,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
     }
 
     private func delete(_ url: URL, attachment: Attachment) async throws {
-        let request = try await request(.DELETE, url: url, attachment: attachment)
+        let request = try await request(.delete, url: url, attachment: attachment)
         let event = event("DELETE", attachment, object: url.lastPathComponent)
         let response = try await transport.send(request, event: event, attachmentId: attachment.id) {
             (200..<300).contains($0.code) || $0 == .notFound || $0 == .gone

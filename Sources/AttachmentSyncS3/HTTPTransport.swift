@@ -153,9 +153,9 @@ struct HTTPTransport: Sendable {
                 requiresValidator: requiresValidator, event: object.event, attachmentId: attachment.id, meter: meter,
                 parallel: object.parallel, progress: progress
             ) { range, conditions, accepts in
-                try await object.request(.GET, (range.map { [("range", $0)] } ?? []) + conditions, accepts)
+                try await object.request(.get, (range.map { [("range", $0)] } ?? []) + conditions, accepts)
             } head: { conditions in
-                try await object.request(.HEAD, conditions, { _ in true })
+                try await object.request(.head, conditions, { _ in true })
             }
             if case .header(let name) = object.storedSHA256 {
                 sha256 = validSHA256(downloaded.headers.first(name: name))

@@ -128,7 +128,7 @@ extension PresignedURLIssuer {
             // The object to copy: written with the upload credentials, as every device upload is.
             let digests = PayloadDigests.of(source)
             var put = S3Request(
-                method: .PUT, key: sourceKey,
+                method: .put, key: sourceKey,
                 headers: [("content-md5", digests.md5)] + (cannedACL.map { [("x-amz-acl", $0)] } ?? []),
                 body: .data(source), payload: .sha256(digests.sha256), operation: "PutObject")
             put.headers.append(("if-none-match", "*"))

@@ -19,7 +19,7 @@ extension S3RemoteStorage: ListableRemoteStorage {
             ("delimiter", "/"), ("list-type", "2"), ("max-keys", String(pageSize)), ("prefix", prefix),
         ]
         if let continuation { query.append(("continuation-token", continuation)) }
-        let request = S3Request(method: .GET, key: nil, query: query, operation: "ListObjectsV2")
+        let request = S3Request(method: .get, key: nil, query: query, operation: "ListObjectsV2")
         let response = try await send(request, attachmentId: nil, accepts: { _ in true })
         let body = try await transport.collect(response, event: request.event, attachmentId: nil, upTo: 16 << 20)
         guard (200..<300).contains(response.status.code), let root = S3XML.parse(body),
@@ -72,7 +72,7 @@ extension S3RemoteStorage: ListableRemoteStorage {
     /// there is no object.
     public func fileInfo(attachment: Attachment) async throws -> RemoteObjectInfo? {
         let key = try objectKey(for: attachment)
-        let request = S3Request(method: .HEAD, key: key, operation: "HeadObject")
+        let request = S3Request(method: .head, key: key, operation: "HeadObject")
         let response = try await send(
             request, attachmentId: attachment.id, accepts: { $0 == .ok || $0 == .notFound })
         _ = try await transport.collect(

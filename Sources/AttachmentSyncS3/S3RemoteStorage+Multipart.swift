@@ -209,7 +209,7 @@ extension S3RemoteStorage {
         }
         headers.append((Self.sha256MetadataHeader, sha256))
         var request = S3Request(
-            method: .POST, key: key, query: [("uploads", "")], headers: headers, operation: "CreateMultipartUpload")
+            method: .post, key: key, query: [("uploads", "")], headers: headers, operation: "CreateMultipartUpload")
         request.objectSize = size
         let response = try await send(request, attachmentId: attachment.id)
         let body = try await transport.collect(
@@ -234,7 +234,7 @@ extension S3RemoteStorage {
         let event = RequestEvent(operation: "UploadPart", method: "PUT", object: key, partNumber: number)
         return try await transport.watched(event, attachmentId: attachment.id) { meter in
             let request = S3Request(
-                method: .PUT, key: key, query: [("partNumber", String(number)), ("uploadId", uploadId)],
+                method: .put, key: key, query: [("partNumber", String(number)), ("uploadId", uploadId)],
                 headers: [("content-md5", digests.md5)],
                 body: .file(fileURL, offset: offset, length: length) { count in
                     meter.add(Int64(count))
@@ -266,7 +266,7 @@ extension S3RemoteStorage {
         xml += "</CompleteMultipartUpload>"
         let body = Data(xml.utf8)
         var request = S3Request(
-            method: .POST, key: key, query: [("uploadId", uploadId)], headers: [("content-type", "application/xml")],
+            method: .post, key: key, query: [("uploadId", uploadId)], headers: [("content-type", "application/xml")],
             body: .data(body), payload: .hashing(body), operation: "CompleteMultipartUpload")
         if configuration.createOnly { request.headers.append(("if-none-match", "*")) }
         let response = try await send(request, attachmentId: attachment.id) {
@@ -293,7 +293,7 @@ extension S3RemoteStorage {
         for _ in 0..<Int(Self.maximumPartCount / 1000 + 2) {
             var query: [(name: String, value: String)] = [("uploadId", uploadId), ("max-parts", "1000")]
             if let marker { query.append(("part-number-marker", marker)) }
-            let request = S3Request(method: .GET, key: key, query: query, operation: "ListParts")
+            let request = S3Request(method: .get, key: key, query: query, operation: "ListParts")
             let response = try await send(request, attachmentId: attachment.id, accepts: { _ in true })
             let body = try await transport.collect(
                 response, event: request.event, attachmentId: attachment.id, upTo: 8 << 20)
@@ -320,7 +320,7 @@ extension S3RemoteStorage {
     /// Aborts an upload, ignoring failures (it is clean-up; stale uploads can be aborted later).
     func abortQuietly(key: String, uploadId: String) async {
         let request = S3Request(
-            method: .DELETE, key: key, query: [("uploadId", uploadId)], operation: "AbortMultipartUpload")
+            method: .delete, key: key, query: [("uploadId", uploadId)], operation: "AbortMultipartUpload")
         if let response = try? await send(request, attachmentId: nil, accepts: { _ in true }) {
             _ = try? await response.body.collect(upTo: HTTPTransport.maxErrorBody)
         }
@@ -346,7 +346,7 @@ extension S3RemoteStorage {
             var query: [(name: String, value: String)] = [("uploads", ""), ("prefix", configuration.keyPrefix)]
             if let keyMarker { query.append(("key-marker", keyMarker)) }
             if let uploadIdMarker { query.append(("upload-id-marker", uploadIdMarker)) }
-            let request = S3Request(method: .GET, key: nil, query: query, operation: "ListMultipartUploads")
+            let request = S3Request(method: .get, key: nil, query: query, operation: "ListMultipartUploads")
             let response = try await send(request, attachmentId: nil)
             let body = try await transport.collect(response, event: request.event, attachmentId: nil, upTo: 16 << 20)
             guard let root = S3XML.parse(body) else { break }
@@ -355,7 +355,7 @@ extension S3RemoteStorage {
                     let initiated = upload.value("Initiated").flatMap(Self.parseTimestamp), initiated < cutoff
                 else { continue }
                 let abort = S3Request(
-                    method: .DELETE, key: key, query: [("uploadId", uploadId)], operation: "AbortMultipartUpload")
+                    method: .delete, key: key, query: [("uploadId", uploadId)], operation: "AbortMultipartUpload")
                 let reply = try await send(abort, attachmentId: nil, accepts: { $0.code < 300 || $0 == .notFound })
                 _ = try await transport.collect(
                     reply, event: abort.event, attachmentId: nil, upTo: HTTPTransport.maxErrorBody)

@@ -86,7 +86,11 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     /// Shuts down the HTTP client the adapter created (a client you passed in is left alone). Call it once you
     /// are done with the adapter; calling it again does nothing.
     public func shutdown() async throws {
-        guard isShutDown.withLock({ done in defer { done = true }; return !done }) else { return }
+        let wasRunning = isShutDown.withLock { done -> Bool in
+            defer { done = true }
+            return !done
+        }
+        guard wasRunning else { return }
         try await transport.engine.shutdown()
     }
 
@@ -112,7 +116,7 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
         try Self.checkContent(digests.sha256, of: attachment, key: key)
         try await BandwidthThrottle.current?.take(data.count)
         let request = S3Request(
-            method: .PUT, key: key, headers: uploadHeaders(attachment, md5: digests.md5, sha256: digests.sha256),
+            method: .put, key: key, headers: uploadHeaders(attachment, md5: digests.md5, sha256: digests.sha256),
             body: .data(data), payload: .sha256(digests.sha256), operation: "PutObject")
         try await putObject(request, sha256: digests.sha256, attachment: attachment)
     }
@@ -123,7 +127,7 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     /// streaming ``downloadFile(attachment:into:from:progress:)``, which the queue always calls.
     public func downloadFile(attachment: Attachment) async throws -> Data {
         let key = try objectKey(for: attachment)
-        let request = S3Request(method: .GET, key: key, operation: "GetObject")
+        let request = S3Request(method: .get, key: key, operation: "GetObject")
         let response = try await send(request, attachmentId: attachment.id) { $0 == .ok }
         return try await transport.collectObject(response, event: request.event, attachmentId: attachment.id)
     }
@@ -131,7 +135,7 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     /// Deletes the attachment's object; succeeds when there is none.
     public func deleteFile(attachment: Attachment) async throws {
         let key = try objectKey(for: attachment)
-        let request = S3Request(method: .DELETE, key: key, operation: "DeleteObject")
+        let request = S3Request(method: .delete, key: key, operation: "DeleteObject")
         let response = try await send(request, attachmentId: attachment.id, accepts: { _ in true })
         let body = try await transport.collect(
             response, event: request.event, attachmentId: attachment.id, upTo: HTTPTransport.maxErrorBody)
@@ -169,7 +173,7 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
                 sent.add(count)
             }
             let request = S3Request(
-                method: .PUT, key: key,
+                method: .put, key: key,
                 headers: self.uploadHeaders(attachment, md5: digests.md5, sha256: digests.sha256), body: body,
                 payload: .sha256(digests.sha256), operation: "PutObject")
             try await self.putObject(request, sha256: digests.sha256, attachment: attachment)
@@ -261,7 +265,7 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
             attachment: attachment, event: RequestEvent(operation: "GetObject", method: "GET", object: key),
             parallel: parallelDownloads, storedSHA256: .header(Self.sha256MetadataHeader)
         ) { method, headers, accepts in
-            let operation = method == .HEAD ? "HeadObject" : "GetObject"
+            let operation = method == .head ? "HeadObject" : "GetObject"
             let request = S3Request(method: method, key: key, headers: headers, operation: operation)
             return try await self.send(request, attachmentId: attachment.id, accepts: accepts)
         }
@@ -282,7 +286,7 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
         let bucket = configuration.bucket
         for state in uploadStore.all() where state.bucket == bucket && state.key == key {
             let request = S3Request(
-                method: .DELETE, key: key, query: [("uploadId", state.uploadId)], operation: "AbortMultipartUpload")
+                method: .delete, key: key, query: [("uploadId", state.uploadId)], operation: "AbortMultipartUpload")
             let response = try await send(
                 request, attachmentId: attachment.id, accepts: { (200..<300).contains($0.code) || $0 == .notFound })
             _ = try await transport.collect(
@@ -324,7 +328,7 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
                     + "</CreateBucketConfiguration>").utf8)
         }
         let request = S3Request(
-            method: .PUT, key: nil, body: .data(body), payload: .hashing(body), operation: "CreateBucket")
+            method: .put, key: nil, body: .data(body), payload: .hashing(body), operation: "CreateBucket")
         let response = try await send(request, attachmentId: nil, accepts: { _ in true })
         let reply = try await transport.collect(
             response, event: request.event, attachmentId: nil, upTo: HTTPTransport.maxErrorBody)

@@ -34,7 +34,7 @@ extension S3Request.Body {
     func requestBody(for method: HTTPRequestMethod, files: any FileOperations) -> HTTPEngineRequestBody {
         switch self {
         case .empty:
-            return method == .PUT || method == .POST ? .bytes(Data()) : .none
+            return method == .put || method == .post ? .bytes(Data()) : .none
         case .data(let data):
             return .bytes(data)
         case .file(let url, let offset, let length, let onChunk):

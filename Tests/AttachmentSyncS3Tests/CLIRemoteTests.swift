@@ -198,7 +198,7 @@ struct CLIRemoteTests {
                 // Put by another tool: a plain PutObject, no SHA-256 stored with the object.
                 for (name, data) in Self.foreignFiles {
                     let put = S3Request(
-                        method: .PUT, key: "app/" + name, body: .data(data), payload: .hashing(data),
+                        method: .put, key: "app/" + name, body: .data(data), payload: .hashing(data),
                         operation: "PutObject")
                     _ = try await storage.send(put, attachmentId: nil)
                 }

@@ -52,7 +52,7 @@ struct WebDAVTestFolder {
 
     /// Deletes the folder (WebDAV `DELETE` of a collection); a folder never created is fine.
     func delete(authenticated: Bool, engine: any HTTPEngine) async throws {
-        var request = HTTPEngineRequest(method: .DELETE, url: url.absoluteString + "/")
+        var request = HTTPEngineRequest(method: .delete, url: url.absoluteString + "/")
         if authenticated {
             request.headers.add(name: "Authorization", value: "Bearer \(TestServers.webdavToken)")
         }

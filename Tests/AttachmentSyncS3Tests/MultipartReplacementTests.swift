@@ -367,7 +367,7 @@ extension S3RemoteStorage {
             ("<VersioningConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Status>"
                 + (enabled ? "Enabled" : "Suspended") + "</Status></VersioningConfiguration>").utf8)
         let request = S3Request(
-            method: .PUT, key: nil, query: [("versioning", "")], body: .data(body), payload: .hashing(body),
+            method: .put, key: nil, query: [("versioning", "")], body: .data(body), payload: .hashing(body),
             operation: "PutBucketVersioning")
         let response = try await send(request, attachmentId: nil)
         _ = try await transport.collect(response, event: request.event, attachmentId: nil, upTo: 1 << 20)
@@ -376,7 +376,7 @@ extension S3RemoteStorage {
     /// The versions of `key`, newest first.
     func listVersions(key: String) async throws -> [(versionId: String, isLatest: Bool)] {
         let request = S3Request(
-            method: .GET, key: nil, query: [("prefix", key), ("versions", "")], operation: "ListObjectVersions")
+            method: .get, key: nil, query: [("prefix", key), ("versions", "")], operation: "ListObjectVersions")
         let response = try await send(request, attachmentId: nil)
         let body = try await transport.collect(response, event: request.event, attachmentId: nil, upTo: 1 << 20)
         return try #require(S3XML.parse(body)).children("Version").compactMap { version in
@@ -387,13 +387,13 @@ extension S3RemoteStorage {
 
     /// Deletes every version and delete marker in the bucket (a versioned bucket is deleted empty of them).
     func deleteAllVersions() async throws {
-        let request = S3Request(method: .GET, key: nil, query: [("versions", "")], operation: "ListObjectVersions")
+        let request = S3Request(method: .get, key: nil, query: [("versions", "")], operation: "ListObjectVersions")
         let response = try await send(request, attachmentId: nil)
         let body = try await transport.collect(response, event: request.event, attachmentId: nil, upTo: 1 << 20)
         let root = try #require(S3XML.parse(body))
         for entry in root.children("Version") + root.children("DeleteMarker") {
             guard let key = entry.value("Key"), let id = entry.value("VersionId") else { continue }
-            let delete = S3Request(method: .DELETE, key: key, query: [("versionId", id)], operation: "DeleteObject")
+            let delete = S3Request(method: .delete, key: key, query: [("versionId", id)], operation: "DeleteObject")
             let reply = try await send(delete, attachmentId: nil)
             _ = try await transport.collect(reply, event: delete.event, attachmentId: nil, upTo: 1 << 20)
         }
@@ -401,7 +401,7 @@ extension S3RemoteStorage {
 
     /// One version's bytes.
     func downloadVersion(key: String, versionId: String) async throws -> Data {
-        let request = S3Request(method: .GET, key: key, query: [("versionId", versionId)], operation: "GetObject")
+        let request = S3Request(method: .get, key: key, query: [("versionId", versionId)], operation: "GetObject")
         let response = try await send(request, attachmentId: nil)
         return try await transport.collect(response, event: request.event, attachmentId: nil, upTo: 1 << 20)
     }

@@ -218,7 +218,7 @@ struct PresignedUnitTests {
     func requestsMapToOperations() throws {
         let body = S3Request.Body.data(Data(count: 7))
         var put = S3Request(
-            method: .PUT, key: "a.jpg",
+            method: .put, key: "a.jpg",
             headers: [("content-md5", "m"), ("x-amz-meta-sha256", "h"), ("content-type", "t"), ("if-none-match", "*")],
             body: body, operation: "PutObject")
         var expected = PresignedOperation(kind: .put, filename: "a.jpg")
@@ -231,7 +231,7 @@ struct PresignedUnitTests {
         put.headers = []
         #expect(try PresignedOperation(put).createOnly == false)
         let part = S3Request(
-            method: .PUT, key: "a.jpg", query: [("partNumber", "4"), ("uploadId", "u")], body: body,
+            method: .put, key: "a.jpg", query: [("partNumber", "4"), ("uploadId", "u")], body: body,
             operation: "UploadPart")
         #expect(
             try PresignedOperation(part)
@@ -242,9 +242,9 @@ struct PresignedUnitTests {
                     operation.contentLength = 7
                     return operation
                 }())
-        let ranged = S3Request(method: .GET, key: "a.jpg", headers: [("range", "bytes=100-")], operation: "GetObject")
+        let ranged = S3Request(method: .get, key: "a.jpg", headers: [("range", "bytes=100-")], operation: "GetObject")
         #expect(try PresignedOperation(ranged).rangeStart == 100)
-        let listing = S3Request(method: .GET, key: nil, operation: "ListObjectsV2")
+        let listing = S3Request(method: .get, key: nil, operation: "ListObjectsV2")
         #expect(throws: AttachmentError.self) { try PresignedOperation(listing) }
     }
 }

@@ -233,7 +233,7 @@ struct QueueOverS3Tests {
         var damaged = content
         damaged[25_000] ^= 0xFF
         let overwrite = S3Request(
-            method: .PUT, key: photo.filename, headers: [(S3RemoteStorage.sha256MetadataHeader, hexSHA256(content))],
+            method: .put, key: photo.filename, headers: [(S3RemoteStorage.sha256MetadataHeader, hexSHA256(content))],
             body: .data(damaged), payload: .hashing(damaged), operation: "PutObject")
         _ = try await storageA.send(overwrite, attachmentId: nil)
         let events = b.queue.events
@@ -252,7 +252,7 @@ struct QueueOverS3Tests {
         // When the right bytes are back on the server, B's retry takes them
         _ = try await storageA.send(
             S3Request(
-                method: .PUT, key: photo.filename,
+                method: .put, key: photo.filename,
                 headers: [(S3RemoteStorage.sha256MetadataHeader, hexSHA256(content))], body: .data(content),
                 payload: .hashing(content), operation: "PutObject"), attachmentId: nil)
         try await b.waitForState(photo.id, .synced)

@@ -84,7 +84,7 @@ struct S3IntegrityTests {
     ) async throws {
         _ = try await storage.downloadFile(attachment: file, into: destination, from: 0, progress: { _ in })
         let head = try await storage.send(
-            S3Request(method: .HEAD, key: file.filename, operation: "HeadObject"), attachmentId: nil)
+            S3Request(method: .head, key: file.filename, operation: "HeadObject"), attachmentId: nil)
         let size = head.headers.first(name: "content-length").flatMap { Int64($0) }
         let validator = try #require(ResumeValidator(headers: head.headers, size: size))
         validator.save(to: HTTPTransport.resumeValidatorURL(for: destination), files: SystemFileOperations())

@@ -376,10 +376,10 @@ struct S3RemoteStorageTests {
             let body = Data("the real body".utf8)
             let other = PayloadDigests.of(Data("another body".utf8))
             let wrongMD5 = S3Request(
-                method: .PUT, key: "tampered.bin", headers: [("content-md5", other.md5)], body: .data(body),
+                method: .put, key: "tampered.bin", headers: [("content-md5", other.md5)], body: .data(body),
                 payload: .hashing(body), operation: "PutObject")
             let wrongSHA256 = S3Request(
-                method: .PUT, key: "tampered.bin", body: .data(body), payload: .sha256(other.sha256),
+                method: .put, key: "tampered.bin", body: .data(body), payload: .sha256(other.sha256),
                 operation: "PutObject")
             for request in [wrongMD5, wrongSHA256] {
                 let error = await #expect(throws: AttachmentError.self) {

@@ -25,7 +25,7 @@ struct S3RequestAuthorizerTests {
 
     /// An upload request as the adapter builds it, with a header a hostile device might add.
     static let put = S3Request(
-        method: .PUT, key: "app/a.jpg",
+        method: .put, key: "app/a.jpg",
         headers: [
             ("content-md5", "1B2M2Y8AsgTpgAmY7PhCfg=="), ("x-amz-meta-sha256", String(repeating: "a", count: 64)),
             ("content-type", "image/jpeg"), ("if-none-match", "*"), ("x-amz-copy-source", "other/secret.jpg"),

@@ -38,12 +38,12 @@ package struct HTTPRequestMethod: RawRepresentable, Hashable, Sendable, CustomSt
         self.rawValue = rawValue
     }
 
-    package static let GET = HTTPRequestMethod(rawValue: "GET")
-    package static let HEAD = HTTPRequestMethod(rawValue: "HEAD")
-    package static let PUT = HTTPRequestMethod(rawValue: "PUT")
-    package static let POST = HTTPRequestMethod(rawValue: "POST")
-    package static let DELETE = HTTPRequestMethod(rawValue: "DELETE")
-    package static let PROPFIND = HTTPRequestMethod(rawValue: "PROPFIND")
+    package static let get = HTTPRequestMethod(rawValue: "GET")
+    package static let head = HTTPRequestMethod(rawValue: "HEAD")
+    package static let put = HTTPRequestMethod(rawValue: "PUT")
+    package static let post = HTTPRequestMethod(rawValue: "POST")
+    package static let delete = HTTPRequestMethod(rawValue: "DELETE")
+    package static let propfind = HTTPRequestMethod(rawValue: "PROPFIND")
 
     package var description: String { rawValue }
 }
@@ -60,7 +60,7 @@ package struct HTTPStatus: Hashable, Sendable, CustomStringConvertible {
     package static let created = HTTPStatus(code: 201)
     package static let noContent = HTTPStatus(code: 204)
     package static let partialContent = HTTPStatus(code: 206)
-    package static let multiStatus = HTTPStatus(code: 207)
+    package static let multistatus = HTTPStatus(code: 207)
     package static let unauthorized = HTTPStatus(code: 401)
     package static let forbidden = HTTPStatus(code: 403)
     package static let notFound = HTTPStatus(code: 404)

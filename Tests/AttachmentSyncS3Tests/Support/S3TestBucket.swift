@@ -102,7 +102,7 @@ extension S3RemoteStorage {
         for _ in 0..<10 {
             var query: [(name: String, value: String)] = [("list-type", "2")]
             if let token { query.append(("continuation-token", token)) }
-            let request = S3Request(method: .GET, key: nil, query: query, operation: "ListObjectsV2")
+            let request = S3Request(method: .get, key: nil, query: query, operation: "ListObjectsV2")
             let response = try await send(request, attachmentId: nil)
             let body = try await transport.collect(response, event: request.event, attachmentId: nil, upTo: 16 << 20)
             let root = try #require(S3XML.parse(body))
@@ -115,14 +115,14 @@ extension S3RemoteStorage {
 
     /// Deletes the (empty) bucket.
     func deleteBucket() async throws {
-        let request = S3Request(method: .DELETE, key: nil, operation: "DeleteBucket")
+        let request = S3Request(method: .delete, key: nil, operation: "DeleteBucket")
         let response = try await send(request, attachmentId: nil)
         _ = try await transport.collect(response, event: request.event, attachmentId: nil, upTo: 1 << 20)
     }
 
     /// The ids of the multipart uploads in progress in the bucket.
     func listMultipartUploadIds() async throws -> [String] {
-        let request = S3Request(method: .GET, key: nil, query: [("uploads", "")], operation: "ListMultipartUploads")
+        let request = S3Request(method: .get, key: nil, query: [("uploads", "")], operation: "ListMultipartUploads")
         let response = try await send(request, attachmentId: nil)
         let body = try await transport.collect(response, event: request.event, attachmentId: nil, upTo: 16 << 20)
         return try #require(S3XML.parse(body)).children("Upload").compactMap { $0.value("UploadId") }
