@@ -13,6 +13,7 @@ let package = Package(
     products: [
         .library(name: "AttachmentSync", targets: ["AttachmentSync"]),
         .library(name: "AttachmentSyncTesting", targets: ["AttachmentSyncTesting"]),
+        .library(name: "AttachmentSyncHTTP", targets: ["AttachmentSyncHTTP"]),
         .library(name: "AttachmentSyncS3", targets: ["AttachmentSyncS3"]),
         .executable(name: "attachment-sync", targets: ["attachment-sync"]),
         .executable(name: "attachment-sync-bench", targets: ["attachment-sync-bench"]),
@@ -40,10 +41,21 @@ let package = Package(
             dependencies: ["AttachmentSync"],
             swiftSettings: strictSettings
         ),
+        // The S3, presigned and HTTP remotes with no SwiftNIO: what an app links (URLSession transport).
+        .target(
+            name: "AttachmentSyncHTTP",
+            dependencies: [
+                "AttachmentSync",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictSettings
+        ),
+        // AttachmentSyncHTTP plus AsyncHTTPClient as a transport and the backend's presigned URL issuer.
         .target(
             name: "AttachmentSyncS3",
             dependencies: [
-                "AttachmentSync",
+                "AttachmentSync", "AttachmentSyncHTTP",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -97,7 +109,7 @@ let package = Package(
         .testTarget(
             name: "AttachmentSyncS3Tests",
             dependencies: [
-                "AttachmentSync", "AttachmentSyncS3", "AttachmentSyncTesting", "TestSupport",
+                "AttachmentSync", "AttachmentSyncHTTP", "AttachmentSyncS3", "AttachmentSyncTesting", "TestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -3,6 +3,7 @@ import Foundation
 import TestSupport
 import Testing
 
+@testable import AttachmentSyncHTTP
 @testable import AttachmentSyncS3
 
 /// `attachment-sync gc` and `verify --remote`, run as a user runs them, against the real Ceph S3 gateway

@@ -4,6 +4,7 @@ import Foundation
 import TestSupport
 import Testing
 
+@testable import AttachmentSyncHTTP
 @testable import AttachmentSyncS3
 
 /// The adapter conformance suite of AttachmentSyncTesting, run against every adapter of the library.

@@ -3,6 +3,7 @@ import Foundation
 import TestSupport
 import Testing
 
+@testable import AttachmentSyncHTTP
 @testable import AttachmentSyncS3
 
 #if canImport(Glibc)

@@ -6,6 +6,7 @@ import NIOHTTP1
 import TestSupport
 import Testing
 
+@testable import AttachmentSyncHTTP
 @testable import AttachmentSyncS3
 
 /// A folder of its own on the local nginx WebDAV server for one test, deleted afterwards.

@@ -4,6 +4,7 @@ import NIOHTTP1
 import TestSupport
 import Testing
 
+@testable import AttachmentSyncHTTP
 @testable import AttachmentSyncS3
 
 /// The date and the file layer the adapters are given are the ones they use: requests signed with the

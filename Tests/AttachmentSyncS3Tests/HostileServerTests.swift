@@ -6,6 +6,7 @@ import NIOHTTP1
 import TestSupport
 import Testing
 
+@testable import AttachmentSyncHTTP
 @testable import AttachmentSyncS3
 
 /// An object as a server holds it, and how that server bends HTTP's rules: what the HTTP transport (shared by

@@ -5,6 +5,7 @@ import NIOCore
 import TestSupport
 import Testing
 
+@testable import AttachmentSyncHTTP
 @testable import AttachmentSyncS3
 
 /// No multipart upload, fresh or resumed, with credentials or through presigned URLs, replaces an object it did

@@ -7,6 +7,7 @@ import NIOHTTP1
 import TestSupport
 import Testing
 
+@testable import AttachmentSyncHTTP
 @testable import AttachmentSyncS3
 
 /// A hostile device against `PresignedURLIssuer` on the local Ceph gateway: it holds the authorisations the

@@ -7,6 +7,7 @@ import NIOCore
 import TestSupport
 import Testing
 
+@testable import AttachmentSyncHTTP
 @testable import AttachmentSyncS3
 
 /// `PresignedRemoteStorage` (the device, holding no credentials) and `PresignedURLIssuer` (the backend) on the

@@ -3,6 +3,7 @@ import Foundation
 import TestSupport
 import Testing
 
+@testable import AttachmentSyncHTTP
 @testable import AttachmentSyncS3
 
 /// The pure parts of presigned storage: the issuer's checks, the authorisation cache, the closure's errors.

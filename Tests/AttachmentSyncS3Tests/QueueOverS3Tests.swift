@@ -3,6 +3,7 @@ import Foundation
 import TestSupport
 import Testing
 
+@testable import AttachmentSyncHTTP
 @testable import AttachmentSyncS3
 
 /// The real `AttachmentQueue` over `S3RemoteStorage` on the local Ceph S3 gateway (`scripts/s3-server start`):

@@ -7,6 +7,7 @@ import NIOHTTP1
 import TestSupport
 import Testing
 
+@testable import AttachmentSyncHTTP
 @testable import AttachmentSyncS3
 
 /// S3RemoteStorage against the real Ceph S3 gateway on 127.0.0.1 (`scripts/s3-server start`).

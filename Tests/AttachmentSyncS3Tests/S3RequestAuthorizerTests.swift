@@ -4,6 +4,7 @@ import NIOHTTP1
 import TestSupport
 import Testing
 
+@testable import AttachmentSyncHTTP
 @testable import AttachmentSyncS3
 
 /// The two ways ``S3RemoteStorage`` gets a request authorised, on their own and through the adapter: what

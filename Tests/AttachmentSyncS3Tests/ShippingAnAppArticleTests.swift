@@ -3,6 +3,7 @@ import Foundation
 import TestSupport
 import Testing
 
+@testable import AttachmentSyncHTTP
 @testable import AttachmentSyncS3
 
 /// The "Shipping an app" article's code, compiled and run on the local Ceph gateway: every `swift` block of

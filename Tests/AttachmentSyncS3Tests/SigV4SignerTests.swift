@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import Testing
 
+@testable import AttachmentSyncHTTP
 @testable import AttachmentSyncS3
 
 /// The signer against AWS's published test suite (generic service) and against botocore (S3 requests).

@@ -6,6 +6,7 @@ import NIOHTTP1
 import TestSupport
 import Testing
 
+@testable import AttachmentSyncHTTP
 @testable import AttachmentSyncS3
 
 /// A bucket of its own on the local Ceph server for one test, created through the adapter's own signed

@@ -5,6 +5,7 @@ import Logging
 import NIOCore
 import Testing
 
+@testable import AttachmentSyncHTTP
 @testable import AttachmentSyncS3
 
 /// The local servers the integration tests use, and the failure they report when one is not running.

@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import AttachmentSync
 import Foundation
 import Logging
@@ -18,7 +17,7 @@ import Logging
 ///   `remoteFailure`; the underlying error is a ``RemoteHTTPError``. Header values are never logged or put
 ///   in messages.
 ///
-/// The adapter creates an `HTTPClient` unless you pass one; call ``shutdown()`` when done with it.
+/// The adapter sends with the ``RemoteTransport`` it is given; call ``shutdown()`` when done with it.
 ///
 /// ```swift
 /// let storage = try HTTPRemoteStorage(configuration: .init(
@@ -147,23 +146,18 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
     ///
     /// - Parameters:
     ///   - configuration: The base URL, headers and options.
-    ///   - httpClient: The client to send requests with, which stays yours to shut down, or `nil` to have the
-    ///     adapter create one (redirects off, the configured timeouts, up to 16 connections to the server) that
-    ///     ``shutdown()`` shuts down. The default is `nil`.
+    ///   - transport: The HTTP client library to send with (see ``RemoteTransport``), with the configured
+    ///     timeouts.
     /// - Throws: `AttachmentError` with code `invalidConfiguration` for a base URL that is
     ///   not http(s) or has a query, or a timeout that is not positive.
-    public convenience init(configuration: Configuration, httpClient: HTTPClient? = nil) throws {
+    public convenience init(configuration: Configuration, transport: RemoteTransport) throws {
         try self.init(
             configuration: configuration,
-            engine: {
-                httpClient.map { AsyncHTTPClientEngine(client: $0) }
-                    ?? AsyncHTTPClientEngine(
-                        connectTimeout: configuration.connectTimeout, requestTimeout: configuration.requestTimeout)
-            })
+            engine: { transport.makeEngine(configuration.connectTimeout, configuration.requestTimeout) })
     }
 
     /// Creates an adapter that sends through the engine `makeEngine` makes once the configuration is valid.
-    init(configuration: Configuration, engine makeEngine: () -> any HTTPEngine) throws {
+    package init(configuration: Configuration, engine makeEngine: () -> any HTTPEngine) throws {
         try configuration.validate()
         let engine = makeEngine()
         self.configuration = configuration

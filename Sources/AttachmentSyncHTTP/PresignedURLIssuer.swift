@@ -105,10 +105,12 @@ public struct PresignedURLIssuer: Sendable {
     ///   - maxObjectSize: The largest object a device may upload, 1 byte to 5 TiB.
     ///   - uploadCredentials: The credentials to sign uploads with, or `nil` for `storage.credentials`. The
     ///     default is `nil`.
+    ///   - transport: The HTTP client library the issuer's own checks are sent with (a `HEAD` before a
+    ///     multipart upload, the confinement check).
     /// - Throws: `invalidConfiguration` naming the first option out of range.
     public init(
         storage: S3RemoteStorage.Configuration, maxObjectSize: Int64,
-        uploadCredentials: S3RemoteStorage.CredentialsProvider? = nil
+        uploadCredentials: S3RemoteStorage.CredentialsProvider? = nil, transport: RemoteTransport
     ) throws {
         try storage.validate()
         guard (1...Self.largestObjectSize).contains(maxObjectSize) else {
@@ -127,7 +129,7 @@ public struct PresignedURLIssuer: Sendable {
         uploadCredentialsCache = CredentialsCache(
             provider: self.uploadCredentials, refreshMargin: storage.credentialsRefreshMargin)
         signer = SigV4Signer(region: storage.region)
-        server = IssuerServer(storage: storage, uploadCredentials: self.uploadCredentials)
+        server = IssuerServer(storage: storage, uploadCredentials: self.uploadCredentials, transport: transport)
     }
 
     /// Shuts down the HTTP client the issuer sends its own checks with (one for all the copies

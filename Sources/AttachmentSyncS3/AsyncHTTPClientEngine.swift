@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import AttachmentSync
+import AttachmentSyncHTTP
 import Foundation
 import Logging
 import NIOCore
@@ -58,10 +59,7 @@ package struct AsyncHTTPClientEngine: HTTPEngine {
             sent.body = .bytes(ByteBuffer(bytes: data))
         case .file(let file):
             sent.body = .stream(
-                ByteBufferChunks(
-                    base: FileChunks(
-                        url: file.url, offset: file.offset, length: file.length, files: file.files,
-                        onChunk: file.onChunk, throttle: file.throttle)),
+                ByteBufferChunks(base: FileChunks(file)),
                 length: .known(file.length))
         }
         let response: HTTPClientResponse

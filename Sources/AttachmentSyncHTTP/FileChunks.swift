@@ -5,8 +5,8 @@ import Foundation
 /// A byte range of a file, read in chunks as an asynchronous sequence: the body of a streamed upload. Only
 /// one chunk is in memory at a time, and the HTTP client asks for the next only when it has sent the
 /// previous one.
-struct FileChunks: AsyncSequence, Sendable {
-    typealias Element = Data
+package struct FileChunks: AsyncSequence, Sendable {
+    package typealias Element = Data
 
     /// The chunk size: 256 KiB.
     static let chunkSize = 256 * 1024
@@ -22,7 +22,26 @@ struct FileChunks: AsyncSequence, Sendable {
     /// it in a task of its own).
     var throttle: BandwidthThrottle? = BandwidthThrottle.current
 
-    struct AsyncIterator: AsyncIteratorProtocol {
+    init(
+        url: URL, offset: Int64, length: Int64, files: any FileOperations,
+        onChunk: @escaping @Sendable (Int) -> Void, throttle: BandwidthThrottle? = BandwidthThrottle.current
+    ) {
+        self.url = url
+        self.offset = offset
+        self.length = length
+        self.files = files
+        self.onChunk = onChunk
+        self.throttle = throttle
+    }
+
+    /// The chunks of a request's file body, waiting for its throttle and reporting to its `onChunk`.
+    package init(_ body: HTTPFileBody) {
+        self.init(
+            url: body.url, offset: body.offset, length: body.length, files: body.files, onChunk: body.onChunk,
+            throttle: body.throttle)
+    }
+
+    package struct AsyncIterator: AsyncIteratorProtocol {
         let url: URL
         var position: Int64
         var remaining: Int64
@@ -31,7 +50,7 @@ struct FileChunks: AsyncSequence, Sendable {
         let throttle: BandwidthThrottle?
         var handle: FileHandle?
 
-        mutating func next() async throws -> Data? {
+        package mutating func next() async throws -> Data? {
             guard remaining > 0 else {
                 try? handle?.close()
                 handle = nil
@@ -59,7 +78,7 @@ struct FileChunks: AsyncSequence, Sendable {
         }
     }
 
-    func makeAsyncIterator() -> AsyncIterator {
+    package func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(
             url: url, position: offset, remaining: length, files: files, onChunk: onChunk, throttle: throttle,
             handle: nil)

@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import AttachmentSync
 import Foundation
 import Logging
@@ -138,11 +137,10 @@ public final class PresignedRemoteStorage: RemoteStorageAdapter {
     ///
     /// - Parameters:
     ///   - configuration: The authorising closure and options.
-    ///   - httpClient: The client to send requests with, which stays yours to shut down, or `nil` to have the
-    ///     adapter create one (up to 16 connections to the server) that ``shutdown()`` shuts down. The default
-    ///     is `nil`.
+    ///   - transport: The HTTP client library to send with (see ``RemoteTransport``), with the configured
+    ///     timeouts.
     /// - Throws: `invalidConfiguration` naming the first option out of range.
-    public init(configuration: Configuration, httpClient: HTTPClient? = nil) throws {
+    public init(configuration: Configuration, transport: RemoteTransport) throws {
         guard configuration.renewalMargin >= .zero else {
             throw AttachmentError(
                 code: .invalidConfiguration, message: "renewalMargin is negative: \(configuration.renewalMargin)",
@@ -153,7 +151,7 @@ public final class PresignedRemoteStorage: RemoteStorageAdapter {
             authorize: configuration.authorize, margin: configuration.renewalMargin, now: configuration.now)
         storage = try S3RemoteStorage(
             configuration: configuration.storageConfiguration,
-            engine: { configuration.storageConfiguration.engine(httpClient: httpClient) },
+            engine: { transport.makeEngine(configuration.connectTimeout, configuration.requestTimeout) },
             authorizer: PresignedRequestAuthorizer(authorizations: authorizations, logger: configuration.logger))
     }
 

@@ -1,9 +1,6 @@
-import AsyncHTTPClient
 import AttachmentSync
 import Crypto
 import Foundation
-import NIOCore
-import NIOHTTP1
 
 extension PresignedOperation.Kind {
     /// Whether the request writes (signed with ``PresignedURLIssuer/uploadCredentials``).
@@ -16,23 +13,28 @@ extension PresignedOperation.Kind {
 }
 
 /// What the issuer sends to the server itself: `HEAD`s before multipart uploads, and the confinement check.
-/// One HTTP client for the issuer and the copies ``PresignedURLIssuer/forUser(prefix:)`` makes, created at
+/// One HTTP engine for the issuer and the copies ``PresignedURLIssuer/forUser(prefix:)`` makes, created at
 /// the first request.
 final class IssuerServer: Sendable {
     let confinement = ConfinementVerdict()
     private let storage: S3RemoteStorage.Configuration
     private let uploadCredentials: S3RemoteStorage.CredentialsProvider
+    private let transport: RemoteTransport
     private let adapters = LockedValue<Adapters?>(nil)
 
-    /// Two adapters on one client, for the whole bucket (no key prefix): one with the storage credentials,
+    /// Two adapters on one engine, for the whole bucket (no key prefix): one with the storage credentials,
     /// one with the upload credentials.
     struct Adapters: Sendable {
-        let client: HTTPClient
+        let engine: any HTTPEngine
         let reader: S3RemoteStorage
         let uploader: S3RemoteStorage
     }
 
-    init(storage: S3RemoteStorage.Configuration, uploadCredentials: S3RemoteStorage.CredentialsProvider) {
+    init(
+        storage: S3RemoteStorage.Configuration, uploadCredentials: S3RemoteStorage.CredentialsProvider,
+        transport: RemoteTransport
+    ) {
+        self.transport = transport
         var storage = storage
         storage.keyPrefix = ""
         storage.requestObserver = nil
@@ -44,14 +46,18 @@ final class IssuerServer: Sendable {
     func current() throws -> Adapters {
         try adapters.withLock { adapters in
             if let adapters { return adapters }
-            let client = AsyncHTTPClientEngine(
-                connectTimeout: storage.connectTimeout, requestTimeout: storage.requestTimeout
-            ).client
+            let engine = transport.makeEngine(storage.connectTimeout, storage.requestTimeout)
             var upload = storage
             upload.credentials = uploadCredentials
+            let borrowed = BorrowedEngine(base: engine)
             let created = Adapters(
-                client: client, reader: try S3RemoteStorage(configuration: storage, httpClient: client),
-                uploader: try S3RemoteStorage(configuration: upload, httpClient: client))
+                engine: engine,
+                reader: try S3RemoteStorage(
+                    configuration: storage, engine: { borrowed },
+                    authorizer: SigV4RequestAuthorizer(configuration: storage)),
+                uploader: try S3RemoteStorage(
+                    configuration: upload, engine: { borrowed },
+                    authorizer: SigV4RequestAuthorizer(configuration: upload)))
             adapters = created
             return created
         }
@@ -68,16 +74,16 @@ final class IssuerServer: Sendable {
     }
 
     func shutdown() async throws {
-        let client = adapters.withLock { adapters -> HTTPClient? in
+        let engine = adapters.withLock { adapters -> (any HTTPEngine)? in
             defer { adapters = nil }
-            return adapters?.client
+            return adapters?.engine
         }
-        try await client?.shutdown()
+        try await engine?.shutdown()
     }
 
-    /// An issuer dropped without ``PresignedURLIssuer/shutdown()`` shuts its client down in the background.
+    /// An issuer dropped without ``PresignedURLIssuer/shutdown()`` shuts its engine down in the background.
     deinit {
-        adapters.withLock { $0?.client }?.shutdown { _ in }
+        adapters.withLock { $0?.engine }?.shutdownInBackground()
     }
 }
 
@@ -164,7 +170,7 @@ extension PresignedURLIssuer {
                     part, key: partKey, method: "PUT",
                     query: [("partNumber", "1"), ("uploadId", uploadId)])
                 let reply = try await send(
-                    .PUT, authorization, body: Data(repeating: 0x2E, count: source.count),
+                    .put, authorization, body: Data(repeating: 0x2E, count: source.count),
                     extra: [copySource, range], adapters: adapters)
                 let etag = S3XML.parse(reply.body)?.value("ETag") ?? reply.headers.first(name: "etag") ?? ""
                 if (200..<300).contains(reply.status.code),
@@ -226,12 +232,12 @@ extension PresignedURLIssuer {
     /// sent with the device's `extra` headers after (or before) the signed ones.
     private func sendPut(
         key: String, length: Int, extra: [(String, String)], first: Bool = false, adapters: IssuerServer.Adapters
-    ) async throws -> (status: HTTPResponseStatus, headers: HTTPHeaders, body: Data) {
+    ) async throws -> (status: HTTPStatus, headers: HTTPHeaderFields, body: Data) {
         var operation = PresignedOperation(kind: .put, filename: "")
         operation.contentLength = Int64(length)
         let authorization = try await presignUpload(operation, key: key, method: "PUT", query: [])
         return try await send(
-            .PUT, authorization, body: Data(repeating: 0x2E, count: length), extra: extra, first: first,
+            .put, authorization, body: Data(repeating: 0x2E, count: length), extra: extra, first: first,
             adapters: adapters)
     }
 
@@ -243,7 +249,7 @@ extension PresignedURLIssuer {
         var operation = PresignedOperation(kind: .createMultipartUpload, filename: "")
         operation.objectSize = 1
         let authorization = try await presignUpload(operation, key: key, method: "POST", query: [("uploads", "")])
-        let reply = try await send(.POST, authorization, extra: extra, first: first, adapters: adapters)
+        let reply = try await send(.post, authorization, extra: extra, first: first, adapters: adapters)
         guard (200..<300).contains(reply.status.code) else { return nil }
         return S3XML.parse(reply.body)?.value("UploadId")
     }
@@ -258,7 +264,7 @@ extension PresignedURLIssuer {
         part.contentLength = Int64(body.count)
         let partURL = try await presignUpload(
             part, key: key, method: "PUT", query: [("partNumber", "1"), ("uploadId", uploadId)])
-        let sent = try await send(.PUT, partURL, body: body, adapters: adapters)
+        let sent = try await send(.put, partURL, body: body, adapters: adapters)
         guard (200..<300).contains(sent.status.code), let etag = sent.headers.first(name: "etag") else { return false }
         let complete = try await presignUpload(
             PresignedOperation(kind: .completeMultipartUpload, filename: ""), key: key, method: "POST",
@@ -266,7 +272,7 @@ extension PresignedURLIssuer {
         let xml =
             "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\(S3XML.escape(etag))</ETag></Part>"
             + "</CompleteMultipartUpload>"
-        let reply = try await send(.POST, complete, body: Data(xml.utf8), adapters: adapters)
+        let reply = try await send(.post, complete, body: Data(xml.utf8), adapters: adapters)
         return (200..<300).contains(reply.status.code) && S3XML.parse(reply.body)?.name != "Error"
     }
 
@@ -289,30 +295,27 @@ extension PresignedURLIssuer {
 
     /// Sends `authorization` as a device would, with `extra` unsigned headers after (or before) its own.
     private func send(
-        _ method: HTTPMethod, _ authorization: PresignedAuthorization, body: Data = Data(),
+        _ method: HTTPRequestMethod, _ authorization: PresignedAuthorization, body: Data = Data(),
         extra: [(String, String)] = [], first: Bool = false, adapters: IssuerServer.Adapters
-    ) async throws -> (status: HTTPResponseStatus, headers: HTTPHeaders, body: Data) {
-        var request = HTTPClientRequest(url: authorization.url.absoluteString)
-        request.method = method
+    ) async throws -> (status: HTTPStatus, headers: HTTPHeaderFields, body: Data) {
         var headers = authorization.headers.sorted { $0.key < $1.key }.filter { $0.key != "content-length" }
-            .map { ($0.key, $0.value) }
-        headers = first ? extra + headers : headers + extra
-        for (name, value) in headers { request.headers.add(name: name, value: value) }
-        request.body = .bytes(ByteBuffer(bytes: body))
-        let response = try await adapters.client.execute(
-            request, timeout: .nanoseconds(storage.requestTimeout.clampedNanoseconds))
+            .map { (name: $0.key, value: $0.value) }
+        let unsigned = extra.map { (name: $0.0, value: $0.1) }
+        headers = first ? unsigned + headers : headers + unsigned
+        let response = try await adapters.engine.execute(
+            HTTPEngineRequest(
+                method: method, url: authorization.url.absoluteString, headers: HTTPHeaderFields(headers),
+                body: .bytes(body)))
         let reply = try await response.body.collect(upTo: 1 << 20)
-        return (response.status, response.headers, Data(reply.readableBytesView))
+        return (response.status, response.headers, reply)
     }
 
     /// Whether a `GET` without credentials returns the object.
     private func readableByAnyone(_ key: String, adapters: IssuerServer.Adapters) async throws -> Bool {
         let target = storage.target(key: key)
         let path = SigV4Signer.uriEncode(target.path, keepingSlashes: true)
-        var request = HTTPClientRequest(url: "\(target.scheme)://\(target.host)\(path)")
-        request.method = .GET
-        let response = try await adapters.client.execute(
-            request, timeout: .nanoseconds(storage.requestTimeout.clampedNanoseconds))
+        let response = try await adapters.engine.execute(
+            HTTPEngineRequest(method: .get, url: "\(target.scheme)://\(target.host)\(path)"))
         _ = try await response.body.collect(upTo: 1 << 20)
         return response.status == .ok
     }
@@ -337,4 +340,18 @@ extension PresignedURLIssuer {
     static func md5Hex(_ data: Data) -> String {
         Insecure.MD5.hash(data: data).map { String(format: "%02x", $0) }.joined()
     }
+}
+
+/// An engine another owner shuts down: the issuer's two adapters share its engine, which their own
+/// `shutdown()` (or release) must leave running.
+private struct BorrowedEngine: HTTPEngine {
+    let base: any HTTPEngine
+
+    func execute(_ request: HTTPEngineRequest) async throws -> HTTPEngineResponse {
+        try await base.execute(request)
+    }
+
+    func shutdown() async throws {}
+
+    func shutdownInBackground() {}
 }

@@ -1,4 +1,3 @@
-import AsyncHTTPClient
 import AttachmentSync
 import Foundation
 import Logging
@@ -19,7 +18,7 @@ import Logging
 ///   `integrityMismatch` or `remoteFailure`, and a ``RemoteHTTPError`` as the underlying error. No message
 ///   or log line ever contains a secret.
 ///
-/// The adapter creates an `HTTPClient` unless you pass one; call ``shutdown()`` when done with it (an
+/// The adapter sends with the ``RemoteTransport`` it is given; call ``shutdown()`` when done with it (an
 /// adapter released without it shuts its client down in the background).
 ///
 /// ```swift
@@ -56,14 +55,14 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     ///
     /// - Parameters:
     ///   - configuration: The server, bucket, credentials and options.
-    ///   - httpClient: The client to send requests with, which stays yours to shut down, or `nil` to have the
-    ///     adapter create one (with redirects off, the configured timeouts and up to 16 connections to the
-    ///     server) that ``shutdown()`` shuts down. The default is `nil`.
+    ///   - transport: The HTTP client library to send with (see ``RemoteTransport``), with the configured
+    ///     timeouts.
     /// - Throws: `AttachmentError` with code `invalidConfiguration` naming the first option out
     ///   of range (a part size under 5 MiB, say).
-    public convenience init(configuration: Configuration, httpClient: HTTPClient? = nil) throws {
+    public convenience init(configuration: Configuration, transport: RemoteTransport) throws {
         try self.init(
-            configuration: configuration, engine: { configuration.engine(httpClient: httpClient) },
+            configuration: configuration,
+            engine: { transport.makeEngine(configuration.connectTimeout, configuration.requestTimeout) },
             authorizer: SigV4RequestAuthorizer(configuration: configuration))
     }
 
@@ -425,14 +424,5 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     /// Whether a status says the server refused the request's authorisation.
     static func isRefusal(_ status: HTTPStatus) -> Bool {
         status == .forbidden || status == .unauthorized
-    }
-}
-
-extension S3RemoteStorage.Configuration {
-    /// The engine an adapter sends through: one on `httpClient`, which stays its owner's, or on a client of
-    /// its own with this configuration's timeouts.
-    func engine(httpClient: HTTPClient?) -> any HTTPEngine {
-        httpClient.map { AsyncHTTPClientEngine(client: $0) }
-            ?? AsyncHTTPClientEngine(connectTimeout: connectTimeout, requestTimeout: requestTimeout)
     }
 }
