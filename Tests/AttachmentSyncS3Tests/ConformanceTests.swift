@@ -39,14 +39,16 @@ struct ConformanceTests {
         }
     }
 
-    @Test("S3RemoteStorage on Ceph keeps the adapter contract, multipart uploads included")
-    func s3Conforms() async throws {
+    @Test(
+        "S3RemoteStorage on Ceph keeps the adapter contract, multipart uploads included",
+        arguments: TestTransport.allCases)
+    func s3Conforms(_ transport: TestTransport) async throws {
         let configure: (inout S3RemoteStorage.Configuration) -> Void = {
             $0.multipartThreshold = 5 * 1024 * 1024
             $0.partSize = 5 * 1024 * 1024
             $0.keyPrefix = "conformance/"
         }
-        try await S3TestBucket.with("conformance", configure: configure) { storage, _ in
+        try await S3TestBucket.with("conformance", transport: transport, configure: configure) { storage, _ in
             var options = Self.strict
             options.requiresCreateOnly = true
             try await RemoteStorageConformance(adapter: storage, options: options).run()
@@ -54,10 +56,12 @@ struct ConformanceTests {
         }
     }
 
-    @Test("HTTPRemoteStorage on nginx keeps the adapter contract, with and without a bearer token")
-    func httpConforms() async throws {
+    @Test(
+        "HTTPRemoteStorage on nginx keeps the adapter contract, with and without a bearer token",
+        arguments: TestTransport.allCases)
+    func httpConforms(_ transport: TestTransport) async throws {
         for authenticated in [false, true] {
-            try await WebDAVTestFolder.with(authenticated: authenticated) { storage, _ in
+            try await WebDAVTestFolder.with(authenticated: authenticated, transport: transport) { storage, _ in
                 var options = Self.strict
                 options.requiresCreateOnly = true
                 try await RemoteStorageConformance(adapter: storage, options: options).run()

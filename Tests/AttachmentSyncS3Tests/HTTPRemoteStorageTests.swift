@@ -16,7 +16,7 @@ struct WebDAVTestFolder {
     /// Runs `body` with an adapter on a fresh folder under `/open/` (or `/auth/` with the bearer token), then
     /// deletes the folder, whether `body` succeeded or not.
     static func with(
-        authenticated: Bool = false,
+        authenticated: Bool = false, transport: TestTransport = .asyncHTTPClient,
         configure: (inout HTTPRemoteStorage.Configuration) -> Void = { _ in },
         _ body: (HTTPRemoteStorage, WebDAVTestFolder) async throws -> Void
     ) async throws {
@@ -24,7 +24,7 @@ struct WebDAVTestFolder {
         let area = authenticated ? "auth" : "open"
         let folder = WebDAVTestFolder(
             url: TestServers.webdav.appendingPathComponent("\(area)/test-\(UUID().uuidString.lowercased())"))
-        let storage = try folder.makeStorage(authenticated: authenticated, configure)
+        let storage = try folder.makeStorage(authenticated: authenticated, transport: transport, configure)
         var failure: (any Error)?
         do {
             try await body(storage, folder)
@@ -41,14 +41,15 @@ struct WebDAVTestFolder {
     }
 
     func makeStorage(
-        authenticated: Bool, _ configure: (inout HTTPRemoteStorage.Configuration) -> Void = { _ in }
+        authenticated: Bool, transport: TestTransport = .asyncHTTPClient,
+        _ configure: (inout HTTPRemoteStorage.Configuration) -> Void = { _ in }
     ) throws -> HTTPRemoteStorage {
         var configuration = HTTPRemoteStorage.Configuration(baseURL: url)
         if authenticated {
             configuration.headers = { [("Authorization", "Bearer \(TestServers.webdavToken)")] }
         }
         configure(&configuration)
-        return try HTTPRemoteStorage(configuration: configuration)
+        return try HTTPRemoteStorage(configuration: configuration, transport: transport.transport)
     }
 
     /// Deletes the folder (WebDAV `DELETE` of a collection); a folder never created is fine.

@@ -98,7 +98,7 @@ struct HostileServerTests {
 
     /// Runs `body` with an HTTP adapter on a scripted server serving `object`, and a folder for downloads.
     private static func with(
-        _ object: ServedObject,
+        _ object: ServedObject, transport: TestTransport,
         configure: (inout HTTPRemoteStorage.Configuration) -> Void = { _ in },
         _ body: (HTTPRemoteStorage, ScriptedHTTPServer, URL) async throws -> Void
     ) async throws {
@@ -106,7 +106,7 @@ struct HostileServerTests {
         var configuration = HTTPRemoteStorage.Configuration(baseURL: server.baseURL.appendingPathComponent("files"))
         configuration.storesContentHashes = false
         configure(&configuration)
-        let storage = try HTTPRemoteStorage(configuration: configuration)
+        let storage = try HTTPRemoteStorage(configuration: configuration, transport: transport.transport)
         var failure: (any Error)?
         do {
             try await withTemporaryDirectory { directory in try await body(storage, server, directory) }
@@ -143,10 +143,10 @@ struct HostileServerTests {
         #expect(FileManager.default.fileExists(atPath: HTTPTransport.resumeValidatorURL(for: destination).path))
     }
 
-    @Test("a resume asks for the rest on condition of the ETag, and appends only the rest")
-    func resumeIsConditional() async throws {
+    @Test("a resume asks for the rest on condition of the ETag, and appends only the rest", arguments: TestTransport.allCases)
+    func resumeIsConditional(_ transport: TestTransport) async throws {
         let object = ServedObject(Self.content)
-        try await Self.with(object) { storage, server, directory in
+        try await Self.with(object, transport: transport) { storage, server, directory in
             let destination = directory.appendingPathComponent("partial")
             try await Self.interruptedDownload(storage, object, server, into: destination, after: 5000)
             let progress = ProgressRecorder()
@@ -163,10 +163,10 @@ struct HostileServerTests {
         }
     }
 
-    @Test("an object replaced since the partial download is fetched whole (412), never spliced")
-    func changedObjectStartsOver() async throws {
+    @Test("an object replaced since the partial download is fetched whole (412), never spliced", arguments: TestTransport.allCases)
+    func changedObjectStartsOver(_ transport: TestTransport) async throws {
         let object = ServedObject(Self.content)
-        try await Self.with(object) { storage, server, directory in
+        try await Self.with(object, transport: transport) { storage, server, directory in
             let destination = directory.appendingPathComponent("partial")
             try await Self.interruptedDownload(storage, object, server, into: destination, after: 5000)
             object.change {
@@ -180,10 +180,10 @@ struct HostileServerTests {
         }
     }
 
-    @Test("a server that ignores If-Match and serves another version's range is caught by its ETag")
-    func ignoredConditionIsCaught() async throws {
+    @Test("a server that ignores If-Match and serves another version's range is caught by its ETag", arguments: TestTransport.allCases)
+    func ignoredConditionIsCaught(_ transport: TestTransport) async throws {
         let object = ServedObject(Self.content)
-        try await Self.with(object) { storage, server, directory in
+        try await Self.with(object, transport: transport) { storage, server, directory in
             let destination = directory.appendingPathComponent("partial")
             try await Self.interruptedDownload(storage, object, server, into: destination, after: 5000)
             object.change {
@@ -197,11 +197,11 @@ struct HostileServerTests {
         }
     }
 
-    @Test("a 206 for another range, or for an object of another size, starts the download over")
-    func inconsistentPartialContentStartsOver() async throws {
+    @Test("a 206 for another range, or for an object of another size, starts the download over", arguments: TestTransport.allCases)
+    func inconsistentPartialContentStartsOver(_ transport: TestTransport) async throws {
         for variant in ["another start", "another size"] {
             let object = ServedObject(Self.content)
-            try await Self.with(object) { storage, server, directory in
+            try await Self.with(object, transport: transport) { storage, server, directory in
                 let destination = directory.appendingPathComponent("partial")
                 try await Self.interruptedDownload(storage, object, server, into: destination, after: 5000)
                 if variant == "another start" {
@@ -222,10 +222,10 @@ struct HostileServerTests {
         }
     }
 
-    @Test("a 416 is complete only when the object is exactly the bytes held, and unchanged")
-    func unsatisfiableRangeIsConfirmed() async throws {
+    @Test("a 416 is complete only when the object is exactly the bytes held, and unchanged", arguments: TestTransport.allCases)
+    func unsatisfiableRangeIsConfirmed(_ transport: TestTransport) async throws {
         let object = ServedObject(Self.content)
-        try await Self.with(object) { storage, server, directory in
+        try await Self.with(object, transport: transport) { storage, server, directory in
             // All bytes held (the process died before it could use them): a HEAD confirms, no body is read.
             let destination = directory.appendingPathComponent("complete")
             try await Self.interruptedDownload(storage, object, server, into: destination, after: 5000)
@@ -248,10 +248,10 @@ struct HostileServerTests {
         }
     }
 
-    @Test("without a record of which object the bytes came from, a download starts over from byte 0")
-    func noValidatorStartsOver() async throws {
+    @Test("without a record of which object the bytes came from, a download starts over from byte 0", arguments: TestTransport.allCases)
+    func noValidatorStartsOver(_ transport: TestTransport) async throws {
         let object = ServedObject(Self.content)
-        try await Self.with(object) { storage, server, directory in
+        try await Self.with(object, transport: transport) { storage, server, directory in
             let destination = directory.appendingPathComponent("partial")
             try Data(Self.changed.prefix(5000)).write(to: destination)  // bytes of who knows which version
             _ = try await storage.downloadFile(
@@ -261,11 +261,11 @@ struct HostileServerTests {
         }
     }
 
-    @Test("a small object keeps no validator file while it downloads: interrupted, it is fetched again whole")
-    func smallDownloadsStartOver() async throws {
+    @Test("a small object keeps no validator file while it downloads: interrupted, it is fetched again whole", arguments: TestTransport.allCases)
+    func smallDownloadsStartOver(_ transport: TestTransport) async throws {
         let small = testBytes(count: Int(HTTPTransport.smallestResumable), seed: 9)
         let object = ServedObject(small)
-        try await Self.with(object) { storage, server, directory in
+        try await Self.with(object, transport: transport) { storage, server, directory in
             let destination = directory.appendingPathComponent("partial")
             object.change { $0.holdAfter = 5000 }
             let arrived = AsyncStream.makeStream(of: Int64.self)
@@ -288,10 +288,10 @@ struct HostileServerTests {
         }
     }
 
-    @Test("an object whose size is not the attachment's is refused before its body is read")
-    func wrongSizeIsRefused() async throws {
+    @Test("an object whose size is not the attachment's is refused before its body is read", arguments: TestTransport.allCases)
+    func wrongSizeIsRefused(_ transport: TestTransport) async throws {
         let object = ServedObject(Self.content)
-        try await Self.with(object) { storage, _, directory in
+        try await Self.with(object, transport: transport) { storage, _, directory in
             let file = AttachmentSync.Attachment(
                 id: "photo", filename: "photo.jpg", state: .queuedDownload, size: 1000)
             let destination = directory.appendingPathComponent("download")
@@ -311,14 +311,14 @@ struct HostileServerTests {
         }
     }
 
-    @Test("a download into memory of an object above 1 GiB is refused without reading it")
-    func hugeInMemoryDownloadIsRefused() async throws {
+    @Test("a download into memory of an object above 1 GiB is refused without reading it", arguments: TestTransport.allCases)
+    func hugeInMemoryDownloadIsRefused(_ transport: TestTransport) async throws {
         let object = ServedObject(Self.content)
         object.change {
             $0.claimedLength = 3 << 30
             $0.holdAfter = 0
         }
-        try await Self.with(object) { storage, _, _ in
+        try await Self.with(object, transport: transport) { storage, _, _ in
             let error = await #expect(throws: AttachmentError.self) {
                 _ = try await storage.downloadFile(attachment: attachment("photo.jpg"))
             }
@@ -326,8 +326,8 @@ struct HostileServerTests {
         }
     }
 
-    @Test("a body that stalls is stopped after one window below the minimum rate; its bytes are kept")
-    func stalledBodyIsStopped() async throws {
+    @Test("a body that stalls is stopped after one window below the minimum rate; its bytes are kept", arguments: TestTransport.allCases)
+    func stalledBodyIsStopped(_ transport: TestTransport) async throws {
         let clock = ManualClock()
         let object = ServedObject(Self.content)
         object.change { $0.holdAfter = 5000 }
@@ -335,7 +335,7 @@ struct HostileServerTests {
             $0.clock = clock
             $0.minimumTransferRate = MinimumTransferRate(bytes: 4096, per: .seconds(30))
         }
-        try await Self.with(object, configure: configure) { storage, _, directory in
+        try await Self.with(object, transport: transport, configure: configure) { storage, _, directory in
             let destination = directory.appendingPathComponent("partial")
             let arrived = AsyncStream.makeStream(of: Int64.self)
             let download = Task {
@@ -359,8 +359,8 @@ struct HostileServerTests {
         }
     }
 
-    @Test("a server that stalls its answer for the stored hash is stopped by the minimum rate too")
-    func stalledStoredHashIsStopped() async throws {
+    @Test("a server that stalls its answer for the stored hash is stopped by the minimum rate too", arguments: TestTransport.allCases)
+    func stalledStoredHashIsStopped(_ transport: TestTransport) async throws {
         let clock = ManualClock()
         let object = ServedObject(Self.content)
         object.change { $0.stallsStoredHash = true }
@@ -369,7 +369,7 @@ struct HostileServerTests {
             $0.clock = clock
             $0.minimumTransferRate = MinimumTransferRate(bytes: 1, per: .seconds(30))
         }
-        try await Self.with(object, configure: configure) { storage, server, directory in
+        try await Self.with(object, transport: transport, configure: configure) { storage, server, directory in
             let download = Task {
                 try await storage.downloadFile(
                     attachment: attachment("photo.jpg"), into: directory.appendingPathComponent("d"), from: 0
@@ -416,10 +416,10 @@ extension HostileServerTests {
         configuration.downloadConcurrency = 4
     }
 
-    @Test("a large file comes as ranges on condition of its ETag, each written in place, and is hashed on the way")
-    func largeDownloadsAreSplit() async throws {
+    @Test("a large file comes as ranges on condition of its ETag, each written in place, and is hashed on the way", arguments: TestTransport.allCases)
+    func largeDownloadsAreSplit(_ transport: TestTransport) async throws {
         let object = ServedObject(Self.large)
-        try await Self.with(object, configure: Self.splitting) { storage, server, directory in
+        try await Self.with(object, transport: transport, configure: Self.splitting) { storage, server, directory in
             let destination = directory.appendingPathComponent("large")
             let progress = ProgressRecorder()
             let info = try await storage.downloadFile(
@@ -439,11 +439,11 @@ extension HostileServerTests {
         }
     }
 
-    @Test("a server that says it serves ranges but answers one with the whole file: that answer is written")
-    func ignoredRangesFallBackToOneBody() async throws {
+    @Test("a server that says it serves ranges but answers one with the whole file: that answer is written", arguments: TestTransport.allCases)
+    func ignoredRangesFallBackToOneBody(_ transport: TestTransport) async throws {
         let object = ServedObject(Self.large)
         object.change { $0.ignoresClosedRanges = true }
-        try await Self.with(object, configure: Self.splitting) { storage, _, directory in
+        try await Self.with(object, transport: transport, configure: Self.splitting) { storage, _, directory in
             let destination = directory.appendingPathComponent("large")
             let info = try await storage.downloadFile(
                 attachment: attachment("photo.jpg"), into: destination, from: 0
@@ -453,11 +453,11 @@ extension HostileServerTests {
         }
     }
 
-    @Test("a file replaced during a split download: the download fails, keeps no hole, and starts over later")
-    func replacedDuringTheDownload() async throws {
+    @Test("a file replaced during a split download: the download fails, keeps no hole, and starts over later", arguments: TestTransport.allCases)
+    func replacedDuringTheDownload(_ transport: TestTransport) async throws {
         let object = ServedObject(Self.large)
         object.change { $0.closedRangesSeeETag = "\"v2\"" }
-        try await Self.with(object, configure: Self.splitting) { storage, _, directory in
+        try await Self.with(object, transport: transport, configure: Self.splitting) { storage, _, directory in
             let destination = directory.appendingPathComponent("large")
             let error = await #expect(throws: AttachmentError.self) {
                 _ = try await storage.downloadFile(attachment: attachment("photo.jpg"), into: destination, from: 0) {
@@ -482,12 +482,12 @@ extension HostileServerTests {
         }
     }
 
-    @Test("while parts after a gap are on disk no resume validator exists; an interrupted one keeps the prefix")
-    func noValidatorOverAHole() async throws {
+    @Test("while parts after a gap are on disk no resume validator exists; an interrupted one keeps the prefix", arguments: TestTransport.allCases)
+    func noValidatorOverAHole(_ transport: TestTransport) async throws {
         let object = ServedObject(Self.large)
         // The whole GET (part 0) stalls after 1,000 bytes; every range arrives.
         object.change { $0.holdAfter = 1000 }
-        try await Self.with(object, configure: Self.splitting) { storage, _, directory in
+        try await Self.with(object, transport: transport, configure: Self.splitting) { storage, _, directory in
             let destination = directory.appendingPathComponent("large")
             let arrived = AsyncStream.makeStream(of: Int64.self)
             let download = Task {

@@ -28,7 +28,8 @@ struct PresignedRemoteStorageTests {
 
     /// A device whose closure calls `authorize` (the backend, in-process), with 5 MiB parts.
     static func device(
-        _ bucket: S3TestBucket, configure: (inout PresignedRemoteStorage.Configuration) -> Void = { _ in },
+        _ bucket: S3TestBucket, transport: TestTransport = .asyncHTTPClient,
+        configure: (inout PresignedRemoteStorage.Configuration) -> Void = { _ in },
         authorize: @escaping @Sendable (PresignedOperation) async throws -> PresignedAuthorization
     ) throws -> PresignedRemoteStorage {
         var configuration = PresignedRemoteStorage.Configuration(authorize: authorize)
@@ -36,7 +37,7 @@ struct PresignedRemoteStorageTests {
         configuration.partSize = fiveMiB
         configuration.stateDirectory = bucket.stateDirectory.appendingPathComponent("device")
         configure(&configuration)
-        return try PresignedRemoteStorage(configuration: configuration)
+        return try PresignedRemoteStorage(configuration: configuration, transport: transport.transport)
     }
 
     /// The backend's own view of alice's folder, to check what the device stored.
@@ -50,11 +51,13 @@ struct PresignedRemoteStorageTests {
             size: content.map { Int64($0.count) }, contentHash: content.map { FileStreaming.sha256($0) })
     }
 
-    @Test("the conformance suite passes on a device holding no credentials, multipart uploads included")
-    func conforms() async throws {
+    @Test(
+        "the conformance suite passes on a device holding no credentials, multipart uploads included",
+        arguments: TestTransport.allCases)
+    func conforms(_ transport: TestTransport) async throws {
         try await S3TestBucket.with("presigned-conf") { admin, bucket in
             let issuer = try Self.issuer(bucket)
-            let device = try Self.device(bucket) { try await issuer.authorize($0) }
+            let device = try Self.device(bucket, transport: transport) { try await issuer.authorize($0) }
             var options = RemoteStorageConformance.Options()
             options.requiresStoredHash = true
             options.requiresCreateOnly = true

@@ -30,9 +30,10 @@ struct S3TestBucket {
 
     /// A new adapter for this bucket, for tests that need a second one (another device, a restart).
     func makeStorage(
+        transport: TestTransport = .asyncHTTPClient,
         _ configure: (inout S3RemoteStorage.Configuration) -> Void = { _ in }
     ) throws -> S3RemoteStorage {
-        try S3RemoteStorage(configuration: configuration(configure))
+        try S3RemoteStorage(configuration: configuration(configure), transport: transport.transport)
     }
 
     /// Credentials from a custom provider whose first answer has been revoked (a wrong secret) and whose
@@ -53,14 +54,14 @@ struct S3TestBucket {
     /// Runs `body` with an adapter on a fresh bucket, then deletes every object, aborts every multipart upload
     /// and deletes the bucket, whether `body` succeeded or not.
     static func with(
-        _ label: String,
+        _ label: String, transport: TestTransport = .asyncHTTPClient,
         configure: (inout S3RemoteStorage.Configuration) -> Void = { _ in },
         _ body: (S3RemoteStorage, S3TestBucket) async throws -> Void
     ) async throws {
         try await TestServers.requireReachable(TestServers.s3.endpoint, startCommand: "scripts/s3-server start")
         try await withTemporaryDirectory { directory in
             let bucket = S3TestBucket(name: TestServers.uniqueBucketName(label), stateDirectory: directory)
-            let storage = try bucket.makeStorage(configure)
+            let storage = try bucket.makeStorage(transport: transport, configure)
             var failure: (any Error)?
             do {
                 try await storage.createBucket()
