@@ -143,7 +143,9 @@ struct HostileServerTests {
         #expect(FileManager.default.fileExists(atPath: HTTPTransport.resumeValidatorURL(for: destination).path))
     }
 
-    @Test("a resume asks for the rest on condition of the ETag, and appends only the rest", arguments: TestTransport.allCases)
+    @Test(
+        "a resume asks for the rest on condition of the ETag, and appends only the rest",
+        arguments: TestTransport.allCases)
     func resumeIsConditional(_ transport: TestTransport) async throws {
         let object = ServedObject(Self.content)
         try await Self.with(object, transport: transport) { storage, server, directory in
@@ -163,7 +165,9 @@ struct HostileServerTests {
         }
     }
 
-    @Test("an object replaced since the partial download is fetched whole (412), never spliced", arguments: TestTransport.allCases)
+    @Test(
+        "an object replaced since the partial download is fetched whole (412), never spliced",
+        arguments: TestTransport.allCases)
     func changedObjectStartsOver(_ transport: TestTransport) async throws {
         let object = ServedObject(Self.content)
         try await Self.with(object, transport: transport) { storage, server, directory in
@@ -180,7 +184,9 @@ struct HostileServerTests {
         }
     }
 
-    @Test("a server that ignores If-Match and serves another version's range is caught by its ETag", arguments: TestTransport.allCases)
+    @Test(
+        "a server that ignores If-Match and serves another version's range is caught by its ETag",
+        arguments: TestTransport.allCases)
     func ignoredConditionIsCaught(_ transport: TestTransport) async throws {
         let object = ServedObject(Self.content)
         try await Self.with(object, transport: transport) { storage, server, directory in
@@ -197,7 +203,9 @@ struct HostileServerTests {
         }
     }
 
-    @Test("a 206 for another range, or for an object of another size, starts the download over", arguments: TestTransport.allCases)
+    @Test(
+        "a 206 for another range, or for an object of another size, starts the download over",
+        arguments: TestTransport.allCases)
     func inconsistentPartialContentStartsOver(_ transport: TestTransport) async throws {
         for variant in ["another start", "another size"] {
             let object = ServedObject(Self.content)
@@ -222,7 +230,9 @@ struct HostileServerTests {
         }
     }
 
-    @Test("a 416 is complete only when the object is exactly the bytes held, and unchanged", arguments: TestTransport.allCases)
+    @Test(
+        "a 416 is complete only when the object is exactly the bytes held, and unchanged",
+        arguments: TestTransport.allCases)
     func unsatisfiableRangeIsConfirmed(_ transport: TestTransport) async throws {
         let object = ServedObject(Self.content)
         try await Self.with(object, transport: transport) { storage, server, directory in
@@ -248,7 +258,9 @@ struct HostileServerTests {
         }
     }
 
-    @Test("without a record of which object the bytes came from, a download starts over from byte 0", arguments: TestTransport.allCases)
+    @Test(
+        "without a record of which object the bytes came from, a download starts over from byte 0",
+        arguments: TestTransport.allCases)
     func noValidatorStartsOver(_ transport: TestTransport) async throws {
         let object = ServedObject(Self.content)
         try await Self.with(object, transport: transport) { storage, server, directory in
@@ -261,7 +273,9 @@ struct HostileServerTests {
         }
     }
 
-    @Test("a small object keeps no validator file while it downloads: interrupted, it is fetched again whole", arguments: TestTransport.allCases)
+    @Test(
+        "a small object keeps no validator file while it downloads: interrupted, it is fetched again whole",
+        arguments: TestTransport.allCases)
     func smallDownloadsStartOver(_ transport: TestTransport) async throws {
         let small = testBytes(count: Int(HTTPTransport.smallestResumable), seed: 9)
         let object = ServedObject(small)
@@ -288,7 +302,9 @@ struct HostileServerTests {
         }
     }
 
-    @Test("an object whose size is not the attachment's is refused before its body is read", arguments: TestTransport.allCases)
+    @Test(
+        "an object whose size is not the attachment's is refused before its body is read",
+        arguments: TestTransport.allCases)
     func wrongSizeIsRefused(_ transport: TestTransport) async throws {
         let object = ServedObject(Self.content)
         try await Self.with(object, transport: transport) { storage, _, directory in
@@ -311,7 +327,9 @@ struct HostileServerTests {
         }
     }
 
-    @Test("a download into memory of an object above 1 GiB is refused without reading it", arguments: TestTransport.allCases)
+    @Test(
+        "a download into memory of an object above 1 GiB is refused without reading it",
+        arguments: TestTransport.allCases)
     func hugeInMemoryDownloadIsRefused(_ transport: TestTransport) async throws {
         let object = ServedObject(Self.content)
         object.change {
@@ -326,7 +344,9 @@ struct HostileServerTests {
         }
     }
 
-    @Test("a body that stalls is stopped after one window below the minimum rate; its bytes are kept", arguments: TestTransport.allCases)
+    @Test(
+        "a body that stalls is stopped after one window below the minimum rate; its bytes are kept",
+        arguments: TestTransport.allCases)
     func stalledBodyIsStopped(_ transport: TestTransport) async throws {
         let clock = ManualClock()
         let object = ServedObject(Self.content)
@@ -359,7 +379,9 @@ struct HostileServerTests {
         }
     }
 
-    @Test("a server that stalls its answer for the stored hash is stopped by the minimum rate too", arguments: TestTransport.allCases)
+    @Test(
+        "a server that stalls its answer for the stored hash is stopped by the minimum rate too",
+        arguments: TestTransport.allCases)
     func stalledStoredHashIsStopped(_ transport: TestTransport) async throws {
         let clock = ManualClock()
         let object = ServedObject(Self.content)
@@ -416,7 +438,9 @@ extension HostileServerTests {
         configuration.downloadConcurrency = 4
     }
 
-    @Test("a large file comes as ranges on condition of its ETag, each written in place, and is hashed on the way", arguments: TestTransport.allCases)
+    @Test(
+        "a large file comes as ranges on condition of its ETag, each written in place, and is hashed on the way",
+        arguments: TestTransport.allCases)
     func largeDownloadsAreSplit(_ transport: TestTransport) async throws {
         let object = ServedObject(Self.large)
         try await Self.with(object, transport: transport, configure: Self.splitting) { storage, server, directory in
@@ -439,7 +463,9 @@ extension HostileServerTests {
         }
     }
 
-    @Test("a server that says it serves ranges but answers one with the whole file: that answer is written", arguments: TestTransport.allCases)
+    @Test(
+        "a server that says it serves ranges but answers one with the whole file: that answer is written",
+        arguments: TestTransport.allCases)
     func ignoredRangesFallBackToOneBody(_ transport: TestTransport) async throws {
         let object = ServedObject(Self.large)
         object.change { $0.ignoresClosedRanges = true }
@@ -453,7 +479,9 @@ extension HostileServerTests {
         }
     }
 
-    @Test("a file replaced during a split download: the download fails, keeps no hole, and starts over later", arguments: TestTransport.allCases)
+    @Test(
+        "a file replaced during a split download: the download fails, keeps no hole, and starts over later",
+        arguments: TestTransport.allCases)
     func replacedDuringTheDownload(_ transport: TestTransport) async throws {
         let object = ServedObject(Self.large)
         object.change { $0.closedRangesSeeETag = "\"v2\"" }
@@ -482,7 +510,9 @@ extension HostileServerTests {
         }
     }
 
-    @Test("while parts after a gap are on disk no resume validator exists; an interrupted one keeps the prefix", arguments: TestTransport.allCases)
+    @Test(
+        "while parts after a gap are on disk no resume validator exists; an interrupted one keeps the prefix",
+        arguments: TestTransport.allCases)
     func noValidatorOverAHole(_ transport: TestTransport) async throws {
         let object = ServedObject(Self.large)
         // The whole GET (part 0) stalls after 1,000 bytes; every range arrives.
