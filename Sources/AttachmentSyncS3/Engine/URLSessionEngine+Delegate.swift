@@ -76,13 +76,6 @@ final class URLSessionEngineDelegate: NSObject, URLSessionDataDelegate, Sendable
     }
 
     func urlSession(
-        _ session: URLSession, task: URLSessionTask,
-        needNewBodyStream completionHandler: @escaping @Sendable (InputStream?) -> Void
-    ) {
-        completionHandler(exchange(for: task)?.newBodyStream())
-    }
-
-    func urlSession(
         _ session: URLSession, dataTask: URLSessionDataTask,
         willCacheResponse proposedResponse: CachedURLResponse,
         completionHandler: @escaping @Sendable (CachedURLResponse?) -> Void

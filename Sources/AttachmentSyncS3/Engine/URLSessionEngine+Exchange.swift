@@ -9,7 +9,7 @@ import Foundation
 /// upload progress. The session's delegate forwards the task's callbacks here (on the delegate queue); the
 /// Swift task that called `execute`, then the body's reader, wait here.
 ///
-/// `@unchecked Sendable`: `task` and `streamFactory` are written once, in ``attach(task:streamFactory:)``,
+/// `@unchecked Sendable`: `task` is written once, in ``attach(task:)``,
 /// before the object is registered with the delegate and before the task is resumed (so before any other
 /// thread can reach it), and only read after; `URLSessionTask`'s `resume`, `suspend` and `cancel` may be
 /// called from any thread (Apple's documentation; swift-corelibs-foundation runs each on the task's
@@ -37,27 +37,18 @@ final class URLSessionExchange: @unchecked Sendable {
     let buffer: URLSessionResponseBuffer
     private let state = LockedValue(State())
     private var task: URLSessionTask?
-    private var streamFactory: (@Sendable () -> BodyStream?)?
-    #if canImport(Darwin)
-        let pacer: URLSessionUploadPacer?
-    #else
-        /// The body stream being read, whose throttle wait ``end(because:)`` interrupts.
-        private let currentGate = LockedValue<ThrottleGate?>(nil)
-    #endif
+    let pacer: URLSessionUploadPacer?
 
     init(method: HTTPRequestMethod, body: HTTPEngineRequestBody, buffer: URLSessionResponseBuffer) {
         self.method = method
         if case .file(let file) = body { fileBody = file } else { fileBody = nil }
         self.buffer = buffer
-        #if canImport(Darwin)
-            pacer = fileBody?.throttle.map { URLSessionUploadPacer(throttle: $0) }
-        #endif
+        pacer = fileBody?.throttle.map { URLSessionUploadPacer(throttle: $0) }
     }
 
     /// Sets the task (once, before it is shared; see the type's comment).
-    func attach(task: URLSessionTask, streamFactory: (@Sendable () -> BodyStream?)?) {
+    func attach(task: URLSessionTask) {
         self.task = task
-        self.streamFactory = streamFactory
     }
 
     /// Runs `action` once the task has completed (or now, when it has).
@@ -97,12 +88,7 @@ final class URLSessionExchange: @unchecked Sendable {
         }
         continuation?.resume(throwing: reason)
         buffer.fail(reason)
-        #if canImport(Darwin)
-            pacer?.stop()
-        #else
-            // Before `cancel()`: on Linux it waits for the session's work queue, which a throttle wait blocks.
-            currentGate.withLock { $0 }?.cancel()
-        #endif
+        pacer?.stop()
         task?.cancel()
     }
 
@@ -124,6 +110,9 @@ final class URLSessionExchange: @unchecked Sendable {
 
     func didReceive(response: URLResponse) {
         let http = response as? HTTPURLResponse
+        // swift-corelibs-foundation reports an interim `100 Continue` (curl sends `Expect: 100-continue` with a
+        // chunked body) as a response of its own; the final one follows.
+        if let code = http?.statusCode, (100..<200).contains(code) { return }
         var headers = HTTPHeaderFields()
         for (name, value) in (http?.allHeaderFields ?? [:]).sorted(by: { "\($0.key)" < "\($1.key)" }) {
             headers.add(name: "\(name)", value: "\(value)")
@@ -161,20 +150,7 @@ final class URLSessionExchange: @unchecked Sendable {
             return count
         }
         if count > 0 { fileBody.onChunk(Int(count)) }
-        #if canImport(Darwin)
-            pacer?.sent(Int(bytes), task: task)
-        #endif
-    }
-
-    func newBodyStream() -> InputStream? {
-        state.withLock { $0.reportedSent = 0 }
-        let body = streamFactory?()
-        #if !canImport(Darwin)
-            let gate = body?.gate
-            currentGate.withLock { $0 = gate }
-            if state.withLock({ $0.endedBecause != nil }) { gate?.cancel() }
-        #endif
-        return body?.stream
+        pacer?.sent(Int(bytes), task: task)
     }
 
     func didComplete(error: (any Error)?) {
@@ -191,9 +167,8 @@ final class URLSessionExchange: @unchecked Sendable {
             continuation.resume(throwing: failure ?? URLError(.badServerResponse))
         }
         buffer.finish(failure)
-        #if canImport(Darwin)
-            pacer?.stop()
-        #endif
+        buffer.statistics.recordCompleted()
+        pacer?.stop()
         for action in actions { action() }
     }
 

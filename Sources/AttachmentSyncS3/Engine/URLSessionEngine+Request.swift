@@ -42,19 +42,13 @@ extension URLSessionEngine {
             case none
             case data(Data)
             case file(URL)
-            /// `uploadTask(withStreamedRequest:)`, the stream from `streamFactory`.
-            case stream
         }
 
         var kind: Kind
-        var streamFactory: (@Sendable () -> BodyStream?)?
-        /// Whether the request runs in a session of its own (see `URLSessionEngine+Throttle.swift`).
-        var needsOwnSession = false
     }
 
     /// Reads a file body through its file layer: a range up to ``Limits/inMemoryFileBody`` into memory, a
-    /// longer one into a temporary copy (removed when the task completes). A throttled body on Linux is
-    /// streamed instead.
+    /// longer one into a temporary copy (removed when the task completes).
     func prepareBody(_ body: HTTPEngineRequestBody, for exchange: URLSessionExchange) async throws -> PreparedBody {
         switch body {
         case .none:
@@ -62,16 +56,6 @@ extension URLSessionEngine {
         case .bytes(let data):
             return PreparedBody(kind: .data(data))
         case .file(let file):
-            #if !canImport(Darwin)
-                if let throttle = file.throttle {
-                    return PreparedBody(
-                        kind: .stream,
-                        streamFactory: {
-                            let stream = ThrottledFileStream(file: file, throttle: throttle)
-                            return BodyStream(stream: stream, gate: stream.gate)
-                        }, needsOwnSession: true)
-                }
-            #endif
             if file.length <= limits.inMemoryFileBody {
                 var data = Data(capacity: Int(file.length))
                 try await file.files.readChunks(atPath: file.url.path, offset: file.offset, length: file.length) {

@@ -207,18 +207,56 @@ enum URLSessionSpillChunk {
 
 /// Counters an engine keeps across its requests, for tests and diagnostics.
 package final class URLSessionEngineStatistics: Sendable {
-    private let counts = LockedValue<(maximumBuffered: Int, spilled: Int64)>((0, 0))
+    package struct Snapshot: Sendable {
+        /// The most response-body bytes any request held in memory at once.
+        package var maximumBufferedBytes = 0
+        /// How many response-body bytes went through a spill file.
+        package var spilledBytes: Int64 = 0
+        /// How many requests' tasks have completed (whole, failed or cancelled).
+        package var completedRequests = 0
+    }
 
-    /// The most response-body bytes any request held in memory at once.
-    package var maximumBufferedBytes: Int { counts.withLock { $0.maximumBuffered } }
-    /// How many response-body bytes went through a spill file.
-    package var spilledBytes: Int64 { counts.withLock { $0.spilled } }
+    private struct State {
+        var snapshot = Snapshot()
+        var waiters: [(condition: @Sendable (Snapshot) -> Bool, continuation: CheckedContinuation<Void, Never>)] = []
+    }
+
+    private let state = LockedValue(State())
+
+    package var snapshot: Snapshot { state.withLock { $0.snapshot } }
+
+    /// Returns once `condition` holds (checked after every change; no polling).
+    package func waitUntil(_ condition: @escaping @Sendable (Snapshot) -> Bool) async {
+        await withCheckedContinuation { continuation in
+            let holds = state.withLock { state -> Bool in
+                guard !condition(state.snapshot) else { return true }
+                state.waiters.append((condition, continuation))
+                return false
+            }
+            if holds { continuation.resume() }
+        }
+    }
 
     func recordBuffered(_ bytes: Int) {
-        counts.withLock { $0.maximumBuffered = max($0.maximumBuffered, bytes) }
+        update { $0.maximumBufferedBytes = max($0.maximumBufferedBytes, bytes) }
     }
 
     func recordSpilled(_ bytes: Int) {
-        counts.withLock { $0.spilled += Int64(bytes) }
+        update { $0.spilledBytes += Int64(bytes) }
+    }
+
+    func recordCompleted() {
+        update { $0.completedRequests += 1 }
+    }
+
+    private func update(_ change: (inout Snapshot) -> Void) {
+        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            change(&state.snapshot)
+            let snapshot = state.snapshot
+            let ready = state.waiters.filter { $0.condition(snapshot) }.map(\.continuation)
+            state.waiters.removeAll { $0.condition(snapshot) }
+            return ready
+        }
+        for continuation in ready { continuation.resume() }
     }
 }

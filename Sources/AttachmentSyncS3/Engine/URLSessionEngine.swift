@@ -39,8 +39,7 @@ package final class URLSessionEngine: HTTPEngine {
     /// Counters across this engine's requests.
     package let statistics = URLSessionEngineStatistics()
     let requestTimeout: Duration
-    /// What each session's configuration is made from (throttled uploads on Linux each get a session of
-    /// their own, see `URLSessionEngine+Throttle.swift`).
+    /// What the session's configuration is made from.
     let settings: Settings
     private let state = LockedValue(EngineState())
 
@@ -51,8 +50,6 @@ package final class URLSessionEngine: HTTPEngine {
 
     struct EngineState {
         var isShutDown = false
-        /// Sessions of throttled uploads still running, invalidated with the engine.
-        var laneSessions: [ObjectIdentifier: URLSession] = [:]
     }
 
     /// Creates an engine with its own session.
@@ -121,7 +118,7 @@ package final class URLSessionEngine: HTTPEngine {
             exchange.didComplete(error: error)  // runs its clean-up (a temporary copy)
             throw error
         }
-        try startTask(urlRequest, body: prepared, exchange: exchange)
+        startTask(urlRequest, body: prepared, exchange: exchange)
         let head = try await withTaskCancellationHandler {
             try await exchange.waitForHead()
         } onCancel: {
@@ -133,48 +130,17 @@ package final class URLSessionEngine: HTTPEngine {
             body: HTTPResponseBody { try await owner.next() })
     }
 
-    /// Creates the task of `request` in the engine's session (or a session of its own) and registers the
-    /// exchange with the session's delegate; ``URLSessionExchange/waitForHead()`` resumes it.
-    private func startTask(_ request: URLRequest, body: PreparedBody, exchange: URLSessionExchange) throws {
-        var session = self.session
-        if body.needsOwnSession {
-            session = try laneSession()
-        }
+    /// Creates the task of `request` and registers the exchange with the session's delegate;
+    /// ``URLSessionExchange/waitForHead()`` resumes it.
+    private func startTask(_ request: URLRequest, body: PreparedBody, exchange: URLSessionExchange) {
         let task: URLSessionTask
         switch body.kind {
         case .none: task = session.dataTask(with: request)
         case .data(let data): task = session.uploadTask(with: request, from: data)
         case .file(let url): task = session.uploadTask(with: request, fromFile: url)
-        case .stream: task = session.uploadTask(withStreamedRequest: request)
         }
-        exchange.attach(task: task, streamFactory: body.streamFactory)
-        let delegate = body.needsOwnSession ? (session.delegate as? URLSessionEngineDelegate) : self.delegate
-        delegate?.register(exchange, for: task.taskIdentifier)
-        if body.needsOwnSession {
-            let lane = LaneSession(session: session)
-            exchange.onFinish { [weak self] in self?.finishLane(lane.session) }
-        }
-    }
-
-    private func laneSession() throws -> URLSession {
-        let lane = URLSession(
-            configuration: Self.configuration(settings), delegate: URLSessionEngineDelegate(),
-            delegateQueue: Self.delegateQueue())
-        let added = state.withLock { state -> Bool in
-            guard !state.isShutDown else { return false }
-            state.laneSessions[ObjectIdentifier(lane)] = lane
-            return true
-        }
-        guard added else {
-            lane.invalidateAndCancel()
-            throw URLSessionEngineError.shutDown
-        }
-        return lane
-    }
-
-    private func finishLane(_ lane: URLSession) {
-        state.withLock { _ = $0.laneSessions.removeValue(forKey: ObjectIdentifier(lane)) }
-        lane.finishTasksAndInvalidate()
+        exchange.attach(task: task)
+        delegate.register(exchange, for: task.taskIdentifier)
     }
 
     /// Ends the engine: every running request is cancelled (its reader gets `CancellationError` or the
@@ -190,28 +156,19 @@ package final class URLSessionEngine: HTTPEngine {
     }
 
     package func shutdownInBackground() {
-        let lanes = state.withLock { state -> [URLSession]? in
-            guard !state.isShutDown else { return nil }
-            state.isShutDown = true
-            defer { state.laneSessions = [:] }
-            return Array(state.laneSessions.values)
+        let first = state.withLock { state -> Bool in
+            defer { state.isShutDown = true }
+            return !state.isShutDown
         }
-        guard let lanes else { return }
+        guard first else { return }
         delegate.failAll(URLSessionEngineError.shutDown)
         session.invalidateAndCancel()
-        for lane in lanes { lane.invalidateAndCancel() }
     }
 
     deinit {
         // URLSession keeps its delegate (and so this engine's state) until it is invalidated.
         shutdownInBackground()
     }
-}
-
-/// A session carried into a `@Sendable` closure. `URLSession` is thread-safe (Apple's documentation: "you can
-/// safely call its methods from any thread"; swift-corelibs-foundation runs them on its work queue).
-struct LaneSession: @unchecked Sendable {
-    let session: URLSession
 }
 
 /// The errors of ``URLSessionEngine`` other than the `URLError`s `URLSession` reports.
