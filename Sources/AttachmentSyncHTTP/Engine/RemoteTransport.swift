@@ -26,3 +26,28 @@ public struct RemoteTransport: Sendable {
         self.makeEngine = makeEngine
     }
 }
+
+extension RemoteTransport {
+    /// Foundation's `URLSession`: the system's HTTP stack on Apple platforms (no SwiftNIO in the app), and
+    /// FoundationNetworking (libcurl) on Linux.
+    ///
+    /// Each adapter gets a session of its own (ephemeral: no cache, no cookies, no stored credentials),
+    /// whose idle timeout is the longer of the adapter's connect and request timeouts. What it cannot do
+    /// that AsyncHTTPClient does:
+    /// - A response sent with a `Content-Encoding` (an object stored gzip-compressed) cannot be read as
+    ///   stored: `URLSession` decodes it. Such a download fails with `remoteFailure` rather than deliver
+    ///   other bytes.
+    /// - On Linux, an upload's bandwidth cap is charged after each request's bytes went rather than while
+    ///   they go (the cap holds on average across transfers, not within one), and a slow reader of a download
+    ///   does not slow the network (its bytes wait in a temporary file).
+    ///
+    /// - Parameter maximumConnectionsPerHost: The most connections an adapter opens to one server. The
+    ///   default is 16.
+    public static func urlSession(maximumConnectionsPerHost: Int = 16) -> RemoteTransport {
+        RemoteTransport { connectTimeout, requestTimeout in
+            URLSessionEngine(
+                connectTimeout: connectTimeout, requestTimeout: requestTimeout,
+                maximumConnectionsPerHost: maximumConnectionsPerHost)
+        }
+    }
+}
