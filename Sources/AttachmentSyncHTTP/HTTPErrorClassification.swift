@@ -72,6 +72,16 @@ enum HTTPErrorClassification {
         if let attachmentError = error as? AttachmentError {
             return attachmentError
         }
+        if case .encodedBody(let encoding)? = error as? URLSessionEngineError {
+            // The server answered, with bytes URLSession decodes before anyone sees them: asking again gets
+            // the same answer, so this is no unreachable server to wait for.
+            return AttachmentError(
+                code: .remoteFailure,
+                message: "\(subject(service, operation, object)) failed: the server sent the content with "
+                    + "Content-Encoding: \(encoding), which the URLSession transport cannot read as stored (use "
+                    + "the AsyncHTTPClient transport, or store the file without an encoding)",
+                attachmentId: attachmentId, name: object, underlying: error)
+        }
         return AttachmentError(
             code: .remoteUnavailable,
             message: "\(subject(service, operation, object)) failed: the server could not be "

@@ -56,6 +56,11 @@ extension URLSessionEngine {
         case .bytes(let data):
             return PreparedBody(kind: .data(data))
         case .file(let file):
+            // A whole file goes from where it is: a copy would cost its size in writes, and on an iOS device
+            // would hold a user's file in a temporary folder under another protection class.
+            if file.offset == 0, (try? file.files.info(atPath: file.url.path))?.size == file.length {
+                return PreparedBody(kind: .file(file.url))
+            }
             if file.length <= limits.inMemoryFileBody {
                 var data = Data(capacity: Int(file.length))
                 try await file.files.readChunks(atPath: file.url.path, offset: file.offset, length: file.length) {
@@ -66,6 +71,7 @@ extension URLSessionEngine {
             let copy = FileManager.default.temporaryDirectory.appendingPathComponent(
                 "attachment-sync-upload-\(UUID().uuidString)")
             exchange.onFinish { try? FileManager.default.removeItem(at: copy) }
+            statistics.recordTemporaryCopy()
             let writer = try file.files.openForWriting(atPath: copy.path, at: nil)
             defer { writer.close() }
             try await file.files.readChunks(atPath: file.url.path, offset: file.offset, length: file.length) {

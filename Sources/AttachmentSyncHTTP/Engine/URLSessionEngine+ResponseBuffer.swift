@@ -214,6 +214,8 @@ package final class URLSessionEngineStatistics: Sendable {
         package var spilledBytes: Int64 = 0
         /// How many requests' tasks have completed (whole, failed or cancelled).
         package var completedRequests = 0
+        /// How many file bodies were sent from a temporary copy (a range too long to hold in memory).
+        package var temporaryCopies = 0
     }
 
     private struct State {
@@ -243,6 +245,10 @@ package final class URLSessionEngineStatistics: Sendable {
 
     func recordSpilled(_ bytes: Int) {
         update { $0.spilledBytes += Int64(bytes) }
+    }
+
+    func recordTemporaryCopy() {
+        update { $0.temporaryCopies += 1 }
     }
 
     func recordCompleted() {

@@ -18,7 +18,7 @@ struct URLSessionEngineWebDAVTests {
     init() async throws {
         try await TestServers.requireReachable(TestServers.webdav, startCommand: "scripts/webdav-server start")
         var limits = URLSessionEngine.Limits()
-        limits.inMemoryFileBody = 4 << 20  // so a 20 MiB range goes through a temporary copy
+        limits.inMemoryFileBody = 4 << 20  // so a long range goes through a temporary copy
         engine = URLSessionEngine(limits: limits)
         base = TestServers.webdav.appendingPathComponent("open/engine-\(UUID().uuidString.lowercased())").absoluteString
     }
@@ -55,7 +55,8 @@ struct URLSessionEngineWebDAVTests {
                 let file = folder.appendingPathComponent("source")
                 let content = testBytes(count: 20 << 20, seed: 8)
                 try content.write(to: file)
-                for (name, offset, length) in [("small-range", 12_345, 3 << 20), ("whole", 0, 20 << 20)] {
+                let ranges = [("small-range", 12_345, 3 << 20), ("long-range", 1, (20 << 20) - 1), ("whole", 0, 20 << 20)]
+                for (name, offset, length) in ranges {
                     let progress = LockedValue<Int64>(0)
                     let body = HTTPFileBody(
                         url: file, offset: Int64(offset), length: Int64(length), files: SystemFileOperations(),
@@ -67,6 +68,8 @@ struct URLSessionEngineWebDAVTests {
                     #expect(stored.count == length)
                     #expect(SHA256.hash(data: stored) == SHA256.hash(data: content[offset..<(offset + length)]))
                 }
+                // Only the long range was copied: a whole file is sent from where it is.
+                #expect(engine.statistics.snapshot.temporaryCopies == 1)
                 let (status, range) = try await get("whole", headers: [("Range", "bytes=1000-1999")])
                 #expect(status == .partialContent)
                 #expect(range == content[1000..<2000])
