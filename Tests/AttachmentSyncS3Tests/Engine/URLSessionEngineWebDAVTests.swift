@@ -55,7 +55,9 @@ struct URLSessionEngineWebDAVTests {
                 let file = folder.appendingPathComponent("source")
                 let content = testBytes(count: 20 << 20, seed: 8)
                 try content.write(to: file)
-                let ranges = [("small-range", 12_345, 3 << 20), ("long-range", 1, (20 << 20) - 1), ("whole", 0, 20 << 20)]
+                let ranges = [
+                    ("small-range", 12_345, 3 << 20), ("long-range", 1, (20 << 20) - 1), ("whole", 0, 20 << 20),
+                ]
                 for (name, offset, length) in ranges {
                     let progress = LockedValue<Int64>(0)
                     let body = HTTPFileBody(
