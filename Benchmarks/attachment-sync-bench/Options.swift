@@ -8,14 +8,23 @@ struct Options: Sendable {
     var verbose = false
     /// Whether `--help` was asked for.
     var showHelp = false
+    /// The transport the S3 scenarios' adapters send with (`--transport`).
+    var transport = BenchTransport.current
 
     /// Parses the arguments after the executable's name.
     ///
     /// - Throws: ``BenchmarkFailure`` naming an unknown option or scenario.
     init(arguments: [String]) throws {
         var names: [String] = []
-        for argument in arguments {
+        var arguments = arguments[...]
+        while let argument = arguments.popFirst() {
             switch argument {
+            case "--transport":
+                guard let name = arguments.popFirst(), let chosen = BenchTransport(rawValue: name.lowercased()) else {
+                    throw BenchmarkFailure(
+                        "--transport takes one of: \(BenchTransport.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                transport = chosen
             case "--quick": size = .quick
             case "--verbose", "-v": verbose = true
             case "--help", "-h": showHelp = true
@@ -50,6 +59,8 @@ struct Options: Sendable {
             "OPTIONS:",
             "  --quick      smaller sizes, for a smoke run of about a minute",
             "  --verbose    print set-up times and breakdowns under each scenario",
+            "  --transport asynchttpclient|urlsession",
+            "               what the S3 scenarios' adapters send with (default asynchttpclient)",
             "  -h, --help   show this help",
         ]
         return lines.joined(separator: "\n")

@@ -58,7 +58,41 @@ struct S3Server: Sendable {
             credentials: .static(accessKeyId: accessKeyId, secretAccessKey: secretAccessKey),
             keyPrefix: keyPrefix, addressing: .path)
         configuration.stateDirectory = stateDirectory
-        return try S3RemoteStorage(configuration: configuration)
+        return try S3RemoteStorage(configuration: configuration, transport: BenchTransport.current.transport)
+    }
+}
+
+/// The HTTP client library the S3 scenarios' adapters send with: `--transport`, passed on to the scenarios'
+/// child processes in `ATTACHMENT_SYNC_BENCH_TRANSPORT`.
+enum BenchTransport: String, CaseIterable, Sendable {
+    case asyncHTTPClient = "asynchttpclient"
+    case urlSession = "urlsession"
+
+    static let environmentVariable = "ATTACHMENT_SYNC_BENCH_TRANSPORT"
+
+    /// The transport this process was told to use, AsyncHTTPClient by default.
+    static var current: BenchTransport {
+        ProcessInfo.processInfo.environment[environmentVariable].flatMap { BenchTransport(rawValue: $0) }
+            ?? .asyncHTTPClient
+    }
+
+    /// Makes this the transport of this process and of the children it starts.
+    func makeCurrent() {
+        setenv(Self.environmentVariable, rawValue, 1)
+    }
+
+    var transport: RemoteTransport {
+        switch self {
+        case .asyncHTTPClient: .asyncHTTPClient()
+        case .urlSession: .urlSession()
+        }
+    }
+
+    var name: String {
+        switch self {
+        case .asyncHTTPClient: "AsyncHTTPClient"
+        case .urlSession: "URLSession"
+        }
     }
 }
 

@@ -35,6 +35,11 @@ if let load = Machine.loadAverage(), load > 0.75 * Double(ProcessInfo.processInf
                 + "the figures", load, ProcessInfo.processInfo.activeProcessorCount))
 }
 
+options.transport.makeCurrent()
+if options.scenarios.contains(where: { ["P6", "P8", "P9"].contains($0.name) }) {
+    printLine("S3 scenarios' transport: \(options.transport.name)")
+}
+
 var failures = 0
 for scenario in options.scenarios {
     do {

@@ -77,7 +77,8 @@ struct ShippingAnAppArticleTests {
                     throw RemoteHTTPError(statusCode: status)
                 }
                 return try JSONDecoder().decode(PresignedAuthorization.self, from: body)
-            })
+            },
+            transport: .urlSession())
         return storage
     }
 
