@@ -90,6 +90,14 @@ let package = Package(
             path: "Tests/CrashWorker",
             swiftSettings: strictSettings
         ),
+        // The service process behind AttachmentSyncTesting's SpoolTransferService (a background URLSession's
+        // stand-in on Linux); in no product.
+        .executableTarget(
+            name: "attachment-sync-transfer-service",
+            dependencies: ["AttachmentSync", "AttachmentSyncHTTP", "AttachmentSyncS3", "AttachmentSyncTesting"],
+            path: "Tests/TransferService",
+            swiftSettings: strictSettings
+        ),
         // Helpers shared by the test targets, the crash worker and the benchmarks (bounded waits, child
         // processes, running the CLI); Foundation only, in no library product.
         .target(

@@ -1,0 +1,125 @@
+import Foundation
+
+/// An HTTP request formed ahead of time and complete: a background service sends it as it is, without
+/// asking this process anything (a presigned URL and its headers, say).
+public struct PreparedRequest: Sendable, Hashable, Codable {
+    /// One header field.
+    public struct Header: Sendable, Hashable, Codable {
+        /// The field's name, as sent.
+        public var name: String
+        /// The field's value.
+        public var value: String
+
+        /// Creates a header field.
+        public init(name: String, value: String) {
+            self.name = name
+            self.value = value
+        }
+    }
+
+    /// The HTTP method: `PUT` for an upload, `GET` for a download.
+    public var method: String
+    /// The whole URL, query included.
+    public var url: URL
+    /// The header fields, in order.
+    public var headers: [Header]
+
+    /// Creates a request.
+    public init(method: String, url: URL, headers: [Header] = []) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+    }
+}
+
+/// One transfer handed to a ``BackgroundTransferService``: what to send, and for an upload the file whose
+/// bytes are the body.
+public struct BackgroundTransfer: Sendable, Hashable, Codable, Identifiable {
+    /// Which way the bytes go.
+    public enum Direction: String, Sendable, Hashable, Codable {
+        /// The body is ``BackgroundTransfer/bodyFile``, sent whole.
+        case upload
+        /// The response's body is kept in a file the service reports.
+        case download
+    }
+
+    /// The hand-off's identifier: unique among every transfer the service is handed, and what its result
+    /// carries back. A service that names its own tasks (a background `URLSession`'s `taskDescription`)
+    /// stores it there.
+    public var id: String
+    /// Which way the bytes go.
+    public var direction: Direction
+    /// The request to send.
+    public var request: PreparedRequest
+    /// For an upload, the file sent as the body (whole). `nil` for a download.
+    public var bodyFile: URL?
+
+    /// Creates a transfer.
+    public init(id: String, direction: Direction, request: PreparedRequest, bodyFile: URL? = nil) {
+        self.id = id
+        self.direction = direction
+        self.request = request
+        self.bodyFile = bodyFile
+    }
+}
+
+/// What became of a handed-off transfer: the response the server gave (and for a download, the file holding
+/// its body), or why none came.
+public struct BackgroundTransferResult: Sendable, Hashable, Codable, Identifiable {
+    /// The ``BackgroundTransfer/id`` of the transfer.
+    public var id: String
+    /// The response's status code, or `nil` when no response came (``error`` says why).
+    public var statusCode: Int?
+    /// The response's header fields.
+    public var headers: [PreparedRequest.Header]
+    /// For a download that got a response: the file holding its body. It belongs to the service until the
+    /// result is acknowledged; whoever adopts it moves or copies it first.
+    public var bodyFile: URL?
+    /// Why no response came (the connection failed, the service gave the transfer up), or `nil`.
+    public var error: String?
+
+    /// Creates a result.
+    public init(
+        id: String, statusCode: Int?, headers: [PreparedRequest.Header] = [], bodyFile: URL? = nil,
+        error: String? = nil
+    ) {
+        self.id = id
+        self.statusCode = statusCode
+        self.headers = headers
+        self.bodyFile = bodyFile
+        self.error = error
+    }
+
+    /// The first value of the header `name` (compared without regard to case), or `nil`.
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+}
+
+/// Runs transfers outside this process, so that they go on while the app is suspended or terminated, and
+/// keeps their results until they are acknowledged.
+///
+/// On Apple platforms this is a background `URLSession`; tests on Linux use a service in another process.
+/// The contract, which the queue's hand-off relies on:
+/// - When ``hand(_:)`` returns, the service has the transfer: it runs even if this process ends right after.
+/// - Every transfer handed over ends in exactly one result, which ``results()`` returns (after a restart of
+///   this process too) until ``acknowledge(_:)`` is called with its id. A service may lose a transfer (the
+///   device restarted, the system gave up); it then neither runs it nor reports it, and ``running()`` no
+///   longer names it.
+/// - ``acknowledge(_:)`` of an unknown id does nothing.
+public protocol BackgroundTransferService: Sendable {
+    /// Hands a transfer to the service.
+    func hand(_ transfer: BackgroundTransfer) async throws
+
+    /// The ids of the transfers the service has and has not finished.
+    func running() async throws -> Set<String>
+
+    /// The results not acknowledged yet, in no particular order.
+    func results() async throws -> [BackgroundTransferResult]
+
+    /// Forgets a result and its body file, once it was adopted.
+    func acknowledge(_ id: String) async throws
+
+    /// A stream that yields when new results may be there (read them with ``results()``).
+    func resultsMayHaveArrived() -> AsyncStream<Void>
+}
