@@ -50,6 +50,11 @@ struct PresignedRequestAuthorizer: S3RequestAuthorizer {
         await authorizations.invalidate(operation)
     }
 
+    /// The backend's authorisation, as for a request sent now: its lifetime is the backend's choice.
+    func prepare(_ request: S3Request, lifetime: Duration) async throws -> AuthorizedS3Request {
+        try await authorize(request, renewing: false)
+    }
+
     func presignedURL(
         key: String, method: S3RemoteStorage.PresignedMethod, expiresIn: Duration, attachmentId: String?
     ) async throws -> URL {

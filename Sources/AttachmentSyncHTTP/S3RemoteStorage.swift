@@ -353,7 +353,7 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     /// The user-metadata header that keeps an object's SHA-256 (lowercase hex).
     static let sha256MetadataHeader = "x-amz-meta-sha256"
 
-    private func uploadHeaders(
+    func uploadHeaders(
         _ attachment: Attachment, md5: String, sha256: String
     ) -> [(name: String, value: String)] {
         var headers: [(name: String, value: String)] = [("content-md5", md5), (Self.sha256MetadataHeader, sha256)]

@@ -29,6 +29,11 @@ protocol S3RequestAuthorizer: Sendable {
     /// authorised; `retrying` is set when it is about to be sent again with a renewed authorisation.
     func refused(_ request: S3Request, retrying: Bool) async
 
+    /// The URL and headers to send `request` with from another process, later (a background transfer
+    /// service): valid for `lifetime` or what the backend gives, and not renewed. The body is unsigned
+    /// (its `Content-MD5` and stored SHA-256 headers are signed).
+    func prepare(_ request: S3Request, lifetime: Duration) async throws -> AuthorizedS3Request
+
     /// A URL that makes `method` on the object `key` without credentials until it expires; `attachmentId` is
     /// for the error.
     ///
@@ -85,6 +90,19 @@ struct SigV4RequestAuthorizer: S3RequestAuthorizer {
 
     func refused(_ request: S3Request, retrying: Bool) async {
         await credentials.invalidate()
+    }
+
+    /// A URL presigned in the query (its headers signed with it), so no later signing is needed.
+    func prepare(_ request: S3Request, lifetime: Duration) async throws -> AuthorizedS3Request {
+        let target = configuration.target(key: request.key)
+        let presigned = try signer.presign(
+            SigV4Signer.Request(
+                method: request.method.rawValue, path: target.path, query: request.query,
+                headers: [("host", target.host)] + request.headers),
+            credentials: try await credentials.current(), date: configuration.now(), expiresIn: lifetime)
+        return AuthorizedS3Request(
+            url: "\(target.scheme)://\(target.host)\(presigned.encodedPath)?\(presigned.encodedQuery)",
+            headers: request.headers)
     }
 
     func presignedURL(

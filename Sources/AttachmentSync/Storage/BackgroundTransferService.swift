@@ -123,3 +123,26 @@ public protocol BackgroundTransferService: Sendable {
     /// A stream that yields when new results may be there (read them with ``results()``).
     func resultsMayHaveArrived() -> AsyncStream<Void>
 }
+
+/// A remote whose transfers can be formed ahead of time, to run in a ``BackgroundTransferService``: the
+/// request that uploads a file or downloads one, complete, and afterwards what the remote holds, to confirm
+/// an upload before the queue counts it done.
+public protocol BackgroundTransferForming: RemoteStorageAdapter {
+    /// The request that uploads the file at `fileURL` (sent whole as the body) as the attachment's content,
+    /// or `nil` when this upload cannot go that way (a file larger than one request may carry, say).
+    ///
+    /// The request must be create-only where the remote can be (a second run of it changes nothing), and
+    /// must carry what makes the server check the body (a `Content-MD5`), since nothing is hashed while a
+    /// service sends it.
+    ///
+    /// - Throws: `integrityMismatch` when the file is not the content the attachment's `contentHash` says,
+    ///   and what forming the request throws (a backend that refuses to authorise it, say).
+    func backgroundUploadRequest(for attachment: Attachment, fileURL: URL) async throws -> PreparedRequest?
+
+    /// The request that downloads the attachment's content, or `nil` when this download cannot go that way.
+    func backgroundDownloadRequest(for attachment: Attachment) async throws -> PreparedRequest?
+
+    /// What the remote holds for the attachment (its size, and the SHA-256 stored with it), or `nil` when it
+    /// holds nothing.
+    func storedObject(for attachment: Attachment) async throws -> RemoteObjectInfo?
+}
