@@ -17,7 +17,8 @@ import Testing
 /// nginx WebDAV server (PUT and GET of real bytes).
 @Suite("URLSessionEngine")
 struct URLSessionEngineTests {
-    @Test func getReturnsStatusHeadersAndBodyByteExact() async throws {
+    @Test("a GET returns its status and headers at once and its body byte for byte")
+    func getReturnsStatusHeadersAndBodyByteExact() async throws {
         let body = testBytes(count: 300_000, seed: 3)
         let script: ScriptedHTTPServer.Handler = { _ in
             ScriptedResponse(.created, headers: [("X-Custom-Header", "some value"), ("ETag", "\"abc\"")], body: body)
@@ -32,7 +33,8 @@ struct URLSessionEngineTests {
         }
     }
 
-    @Test func slowReaderKeepsResponseMemoryUnderTheLimit() async throws {
+    @Test("a slow reader keeps the response's memory under the buffer limit")
+    func slowReaderKeepsResponseMemoryUnderTheLimit() async throws {
         let body = testBytes(count: 8 << 20, seed: 4)
         var limits = URLSessionEngine.Limits()
         limits.responseBuffer = 256 << 10
@@ -64,7 +66,8 @@ struct URLSessionEngineTests {
         }
     }
 
-    @Test func sendsTheGivenHeadersAndAcceptEncodingIdentity() async throws {
+    @Test("the given headers go as given, with Accept-Encoding: identity and no cookie")
+    func sendsTheGivenHeadersAndAcceptEncodingIdentity() async throws {
         let script: ScriptedHTTPServer.Handler = { _ in ScriptedResponse(.ok, headers: [("Set-Cookie", "session=1")]) }
         try await withScriptedServer(script) {
             server, engine in
@@ -92,7 +95,8 @@ struct URLSessionEngineTests {
         }
     }
 
-    @Test func redirectIsReturnedNotFollowed() async throws {
+    @Test("a redirect is returned, never followed")
+    func redirectIsReturnedNotFollowed() async throws {
         let script: ScriptedHTTPServer.Handler = { request in
             request.uri == "/from"
                 ? ScriptedResponse(.found, headers: [("Location", "/to")], body: Data("moved".utf8))
@@ -107,7 +111,8 @@ struct URLSessionEngineTests {
         }
     }
 
-    @Test func encodedBodyIsRefusedNotDecoded() async throws {
+    @Test("a gzip-encoded body is refused, not handed over decoded")
+    func encodedBodyIsRefusedNotDecoded() async throws {
         let raw = Data(base64Encoded: "H4sIAAAAAAAAA8tIzcnJBwCGphA2BQAAAA==")!  // gzip of "hello"
         let script: ScriptedHTTPServer.Handler = { _ in
             ScriptedResponse(.ok, headers: [("Content-Encoding", "gzip")], body: raw)
@@ -123,7 +128,8 @@ struct URLSessionEngineTests {
         }
     }
 
-    @Test func cancellingDuringExecuteEndsPromptly() async throws {
+    @Test("cancelling while waiting for the head ends the request at once")
+    func cancellingDuringExecuteEndsPromptly() async throws {
         let (arrived, arrival) = AsyncStream<Void>.makeStream()
         let release = Release()
         let script: ScriptedHTTPServer.Handler = { _ in
@@ -142,7 +148,8 @@ struct URLSessionEngineTests {
         release.open()
     }
 
-    @Test func cancellingWhileReadingTheBodyEndsPromptly() async throws {
+    @Test("cancelling while reading a stalled body ends the request at once")
+    func cancellingWhileReadingTheBodyEndsPromptly() async throws {
         let script: ScriptedHTTPServer.Handler = { _ in
             ScriptedResponse(.ok, body: testBytes(count: 100_000), holdAfter: 1000)
         }
@@ -164,7 +171,8 @@ struct URLSessionEngineTests {
         }
     }
 
-    @Test func droppingAnUnreadBodyCancelsTheRequest() async throws {
+    @Test("a body dropped unread ends its request")
+    func droppingAnUnreadBodyCancelsTheRequest() async throws {
         let script: ScriptedHTTPServer.Handler = { _ in
             ScriptedResponse(.ok, body: testBytes(count: 100_000), holdAfter: 10)
         }
@@ -180,7 +188,8 @@ struct URLSessionEngineTests {
         }
     }
 
-    @Test func shutdownEndsRunningRequestsAndRefusesNewOnes() async throws {
+    @Test("shutdown ends running requests and refuses new ones")
+    func shutdownEndsRunningRequestsAndRefusesNewOnes() async throws {
         let script: ScriptedHTTPServer.Handler = { _ in
             ScriptedResponse(.ok, body: testBytes(count: 100_000), holdAfter: 10)
         }

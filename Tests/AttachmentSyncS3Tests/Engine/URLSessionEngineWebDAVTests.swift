@@ -45,7 +45,8 @@ struct URLSessionEngineWebDAVTests {
         return (response.status, try await response.body.collect(upTo: 64 << 20))
     }
 
-    @Test func putOfBytesAndOfFileRangesStoresExactlyThoseBytes() async throws {
+    @Test("PUT of bytes, of file ranges and of a whole file stores exactly those bytes")
+    func putOfBytesAndOfFileRangesStoresExactlyThoseBytes() async throws {
         try await withCleanUp {
             try await withTemporaryDirectory { folder in
                 let bytes = testBytes(count: 1_000_003, seed: 7)
@@ -82,7 +83,8 @@ struct URLSessionEngineWebDAVTests {
     #if canImport(Darwin)
         /// Apple platforms: the bytes reported sent never run ahead of the throttle's budget (not run here:
         /// no Apple machine).
-        @Test func uploadThrottleHoldsTheRate() async throws {
+        @Test("an upload's bytes never run ahead of the throttle (Apple platforms)")
+        func uploadThrottleHoldsTheRate() async throws {
             try await withCleanUp {
                 try await withTemporaryDirectory { folder in
                     let file = folder.appendingPathComponent("source")
@@ -123,7 +125,8 @@ struct URLSessionEngineWebDAVTests {
     #else
         /// Linux: a throttled upload still sends exactly its bytes and reports them all (the throttle is paid
         /// after the bytes went: see `URLSessionUploadPacer`).
-        @Test func throttledUploadSendsItsBytes() async throws {
+        @Test("a throttled upload sends all its bytes and pays the throttle for them (Linux)")
+        func throttledUploadSendsItsBytes() async throws {
             try await withCleanUp {
                 try await withTemporaryDirectory { folder in
                     let file = folder.appendingPathComponent("source")
