@@ -52,7 +52,9 @@ public final class SpoolTransferService: BackgroundTransferService {
     /// Removes the result, its body and what is left of the transfer.
     public func acknowledge(_ id: String) async throws {
         try SpoolFolder.checkId(id)
-        for url in [spool.bodyURL(id), spool.resultURL(id), spool.pendingURL(id)] {
+        // The result first: a crash part-way leaves no result naming a body already gone (at worst an
+        // orphan body file, which the next acknowledgement of the id removes).
+        for url in [spool.resultURL(id), spool.bodyURL(id), spool.pendingURL(id)] {
             try spool.remove(url)
         }
     }

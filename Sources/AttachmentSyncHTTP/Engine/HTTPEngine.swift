@@ -112,13 +112,11 @@ package struct HTTPHeaderFields: Sendable, Sequence, ExpressibleByArrayLiteral, 
 
     /// Sets the header `name` to `value` alone: its other fields removed, the value in place of the first.
     package mutating func replaceOrAdd(name: String, value: String) {
-        guard let index = fields.firstIndex(where: { $0.name.caseInsensitiveCompare(name) == .orderedSame }) else {
-            return add(name: name, value: value)
+        let named = { (field: (name: String, value: String)) in field.name.caseInsensitiveCompare(name) == .orderedSame
         }
-        fields[index].value = value
-        let kept = fields[index]
-        remove(name: name)
-        fields.insert(kept, at: Swift.min(index, fields.count))
+        guard let first = fields.firstIndex(where: named) else { return add(name: name, value: value) }
+        fields[first].value = value
+        fields = fields.enumerated().filter { $0.offset == first || !named($0.element) }.map(\.element)
     }
 
     /// Removes every field named `name`.

@@ -66,9 +66,11 @@ import Foundation
         }
     }
 
-    /// `URLSessionTask` is `Sendable` on Apple platforms (it is thread-safe by its documentation); the box only
-    /// carries the optional into the paying task.
-    private struct UncheckedTask: Sendable {
+    /// Carries the task into the paying `Task`. `@unchecked Sendable` whether or not the SDK at hand marks
+    /// `URLSessionTask` `Sendable` (no build here sees Apple's SDK): the box only reads its immutable
+    /// reference, and the only calls made through it, `suspend()` and `resume()`, may be made from any thread
+    /// (`URLSession` and its tasks are thread-safe by Apple's documentation).
+    private struct UncheckedTask: @unchecked Sendable {
         let task: URLSessionTask?
     }
 #else

@@ -62,7 +62,13 @@ struct SpoolTransferServiceTests {
             defer { process.kill() }
 
             let put = PreparedRequest(method: "PUT", url: base.appendingPathComponent("photo.jpg"))
+            let notifications = service.resultsMayHaveArrived()
             try await service.hand(BackgroundTransfer(id: "up-1", direction: .upload, request: put, bodyFile: file))
+            // The notification comes once the result is there: no polling by the caller.
+            try await withDeadline("a notification of the result") {
+                for await _ in notifications { break }
+            }
+            #expect(try await service.results().map(\.id) == ["up-1"])
             let uploaded = try await Self.waitForResults(service, ["up-1"])
             #expect(uploaded["up-1"]?.statusCode == 201, "\(String(describing: uploaded["up-1"]))")
 
