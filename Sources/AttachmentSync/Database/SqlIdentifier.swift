@@ -36,4 +36,9 @@ enum SqlIdentifier {
     static func quote(_ name: String) -> String {
         "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
+
+    /// `value` as an SQL string literal (single quotes, doubled inside).
+    static func quoteLiteral(_ value: String) -> String {
+        "'" + value.replacingOccurrences(of: "'", with: "''") + "'"
+    }
 }

@@ -24,12 +24,16 @@ public enum AttachmentEvent: Sendable, CustomStringConvertible {
     /// ``AttachmentQueue/Configuration/maxAttempts`` was reached, or the file to upload is gone. The
     /// attachment is archived.
     case gaveUp(attachmentId: String, error: AttachmentError, attempts: Int)
+    /// The transfer was handed to the background transfer service (see
+    /// ``AttachmentQueue/Configuration/backgroundTransfers``); `uploaded`, `downloaded` or `failed` follows
+    /// when its result is adopted, in this process or after a relaunch.
+    case handedOff(attachmentId: String)
 
     /// The attachment the event is about.
     public var attachmentId: String {
         switch self {
         case .uploaded(let id, _), .downloaded(let id, _), .deleted(let id), .archived(let id), .evicted(let id, _),
-            .purged(let id), .failed(let id, _, _, _), .gaveUp(let id, _, _):
+            .purged(let id), .failed(let id, _, _, _), .gaveUp(let id, _, _), .handedOff(let id):
             id
         }
     }
@@ -45,6 +49,7 @@ public enum AttachmentEvent: Sendable, CustomStringConvertible {
         case .purged(let id): "purged \(id)"
         case .failed(let id, let error, let attempt, _): "failed \(id) (attempt \(attempt)): \(error.code)"
         case .gaveUp(let id, let error, let attempts): "gave up \(id) after \(attempts) attempts: \(error.code)"
+        case .handedOff(let id): "handed off \(id)"
         }
     }
 }

@@ -26,6 +26,10 @@ public struct AttachmentProgress: Sendable, CustomStringConvertible {
         /// Stopped before the end: by ``AttachmentQueue/stopSync()``, by a cancelled
         /// ``AttachmentQueue/download(attachmentId:)``, or because the attachment changed meanwhile.
         case cancelled
+        /// Handed to the background transfer service (see
+        /// ``AttachmentQueue/Configuration/backgroundTransfers``): the bytes move outside this process, which
+        /// sees no progress of them; the ``AttachmentQueue/events`` tell when the result is adopted.
+        case handedOff
 
         /// Whether this is the transfer's last update.
         public var isFinal: Bool {
@@ -33,13 +37,14 @@ public struct AttachmentProgress: Sendable, CustomStringConvertible {
             return true
         }
 
-        /// `transferring`, `finished`, `failed(<code>)` or `cancelled`.
+        /// `transferring`, `finished`, `failed(<code>)`, `cancelled` or `handedOff`.
         public var description: String {
             switch self {
             case .transferring: "transferring"
             case .finished: "finished"
             case .failed(let error): "failed(\(error.code))"
             case .cancelled: "cancelled"
+            case .handedOff: "handedOff"
             }
         }
     }

@@ -152,6 +152,11 @@ extension AttachmentQueue {
         /// held for it (iOS ends a suspended app that holds one in a shared container). The default is 30
         /// seconds.
         public var leaseDuration: Duration = .seconds(30)
+        /// Which transfers go to a background transfer service (a background `URLSession` on Apple
+        /// platforms) instead of running in the process, so that they go on while the app is suspended or
+        /// terminated (see ``BackgroundTransfers``). Needs a remote that conforms to
+        /// ``BackgroundTransferForming``. The default is `nil`: every transfer runs in the process.
+        public var backgroundTransfers: BackgroundTransfers?
         /// The file system calls the queue makes (tests substitute one that simulates crashes).
         var files: any FileOperations = SystemFileOperations()
         /// Where the queue logs. The default discards everything.
@@ -201,6 +206,7 @@ extension AttachmentQueue {
                 throw fail("progressInterval", "is negative: \(progressInterval)")
             }
             try bandwidthLimit?.validate()
+            try backgroundTransfers?.validate()
             guard maxConcurrentTransfers >= 1 else {
                 throw fail("maxConcurrentTransfers", "must be at least 1, not \(maxConcurrentTransfers)")
             }

@@ -72,6 +72,9 @@ extension AttachmentQueue {
         if configuration.syncInterval > .zero {
             tasks.append(Task { await self.runPeriodicTimer() })
         }
+        if let service = handOffContext?.options.service {
+            tasks.append(Task { await self.followBackgroundResults(service) })
+        }
         // The table watch's first emission is the startup trigger: one pass right away, reading the table
         // no earlier than the watch did, so no change slips between the two.
         session = SyncSession(tasks: tasks, triggers: continuation)
@@ -126,6 +129,7 @@ extension AttachmentQueue {
         unlockFollower?.cancel()
         await unlockFollower?.value
         await stopSync()
+        adoption.recoveryCheck?.cancel()
         let (running, actions) = machine.closeTransfers()
         perform(actions)
         for task in running { await task.value }

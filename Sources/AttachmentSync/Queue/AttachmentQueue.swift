@@ -106,6 +106,11 @@ public actor AttachmentQueue {
     var backgroundFileCheckRunning = false
     /// Whether sync was on when ``suspend()`` was called (`nil` when not suspended).
     var syncingBeforeSuspension: Bool?
+    /// Where transfers that suit it are handed to a background service (see
+    /// ``Configuration/backgroundTransfers``), `nil` when none are (or the remote cannot form requests ahead).
+    let handOffContext: HandOffContext?
+    /// Adoption of the background service's results (see ``adoptHandOffs()``).
+    var adoption = AdoptionState()
     /// The callers waiting for downloads asked for, by the token the machine gave each
     /// (see ``OnDemandDownloads``).
     var onDemandWaiters: [Int: CheckedContinuation<Attachment, any Error>] = [:]
@@ -153,7 +158,17 @@ public actor AttachmentQueue {
             URL(fileURLWithPath: configuration.attachmentsDirectory, isDirectory: true)
             .standardizedFileURL
         self.attachmentsPath = attachmentsDirectory.path
-        self.store = AttachmentStore(table: configuration.attachmentsQueueTableName)
+        let forming = remoteStorage as? any BackgroundTransferForming
+        let handsOff = configuration.backgroundTransfers != nil && forming != nil
+        self.store = AttachmentStore(table: configuration.attachmentsQueueTableName, handsOff: handsOff)
+        if let options = configuration.backgroundTransfers, let forming {
+            let policy = configuration.networkPolicy
+            self.handOffContext = HandOffContext(
+                options: options, remote: forming, store: HandOffStore(scope: configuration.attachmentsQueueTableName),
+                handing: LockedValue([]), requirement: { policy.requirement($0) })
+        } else {
+            self.handOffContext = nil
+        }
         self.claims = ClaimStore(
             scope: configuration.attachmentsQueueTableName,
             database: db.path.map { URL(fileURLWithPath: $0).standardizedFileURL.path } ?? "\(ObjectIdentifier(db))")

@@ -53,13 +53,35 @@ public struct BackgroundTransfer: Sendable, Hashable, Codable, Identifiable {
     public var request: PreparedRequest
     /// For an upload, the file sent as the body (whole). `nil` for a download.
     public var bodyFile: URL?
+    /// Whether the transfer waits for an unmetered network (no cellular data, no Low Data Mode), as the
+    /// queue's ``NetworkPolicy`` asks for its attachment. The default is `false`.
+    public var requiresUnmeteredNetwork: Bool
 
     /// Creates a transfer.
-    public init(id: String, direction: Direction, request: PreparedRequest, bodyFile: URL? = nil) {
+    public init(
+        id: String, direction: Direction, request: PreparedRequest, bodyFile: URL? = nil,
+        requiresUnmeteredNetwork: Bool = false
+    ) {
         self.id = id
         self.direction = direction
         self.request = request
         self.bodyFile = bodyFile
+        self.requiresUnmeteredNetwork = requiresUnmeteredNetwork
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case id, direction, request, bodyFile, requiresUnmeteredNetwork
+    }
+
+    /// Decodes a transfer; one written without ``requiresUnmeteredNetwork`` takes `false`.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try container.decode(String.self, forKey: .id)
+        direction = try container.decode(Direction.self, forKey: .direction)
+        request = try container.decode(PreparedRequest.self, forKey: .request)
+        bodyFile = try container.decodeIfPresent(URL.self, forKey: .bodyFile)
+        requiresUnmeteredNetwork =
+            try container.decodeIfPresent(Bool.self, forKey: .requiresUnmeteredNetwork) ?? false
     }
 }
 

@@ -13,7 +13,18 @@ extension AttachmentQueue {
             try await makeFolder(atPath: localPath(subdirectory))
         }
         let claims = claims
-        try await db.writeTransaction { tx in try claims.createTable(in: tx) }
+        let handOffs = handOffContext?.store
+        if configuration.backgroundTransfers != nil, handOffs == nil {
+            throw AttachmentError(
+                code: .invalidConfiguration,
+                message: "backgroundTransfers needs a remote that forms requests ahead of time "
+                    + "(BackgroundTransferForming); \(type(of: remoteStorage)) does not",
+                name: "backgroundTransfers")
+        }
+        try await db.writeTransaction { tx in
+            try claims.createTable(in: tx)
+            try handOffs?.createTable(in: tx)
+        }
         // Only the lease holder checks files and removes leftovers: two processes doing it at once would
         // act on each other's transfers in progress. The check is put off until the lease is taken.
         guard await takeLease() else {

@@ -48,6 +48,7 @@ extension AttachmentQueue {
             return
         }
         machine.passStarted()
+        await adoptHandOffs()
         do {
             try await trimArchive()
             try await enforceCacheBudget()

@@ -20,7 +20,7 @@ extension QueueStateMachine {
         let finish: Finish
         switch outcome {
         case .cancelled, .failed(_, .interrupted, _): finish = .cancelled
-        case .completed, .superseded, .failedOnRequest, .failed(_, .giveUp, true): finish = .done
+        case .completed, .superseded, .handedOff, .failedOnRequest, .failed(_, .giveUp, true): finish = .done
         case .failed(_, .wait(let reason, _, _), _):
             if reason == .localFiles { noteLocalFilesOutOfReach() }
             finish = .willRetry

@@ -29,7 +29,7 @@ extension AttachmentStore {
     var queuedSQL: String {
         """
         SELECT \(AttachmentRecord.columns) FROM \(table)
-        WHERE state = ? AND coalesce(next_attempt_at, 0) <= ?
+        WHERE state = ? AND coalesce(next_attempt_at, 0) <= ?\(notHandedOff)
         ORDER BY timestamp, id LIMIT ?
         """
     }
@@ -40,7 +40,7 @@ extension AttachmentStore {
         let marks = Array(repeating: "?", count: ids.count).joined(separator: ", ")
         return try tx.getAll(
             sql: "SELECT \(AttachmentRecord.columns) FROM \(table) WHERE state IN \(StateSet.queuedSQL) "
-                + "AND id IN (\(marks)) ORDER BY timestamp, id",
+                + "AND id IN (\(marks))\(notHandedOff) ORDER BY timestamp, id",
             parameters: ids.map { $0 as (any SqlValueConvertible)? }
         ) { try AttachmentRecord(cursor: $0) }
     }

@@ -5,9 +5,18 @@ import Foundation
 /// each method returns whether its row changed.
 struct AttachmentStore: Sendable {
     let table: String
+    /// The condition that leaves out of the queued reads the attachments handed to a background service
+    /// (they are queued, but their transfer runs elsewhere), or `""` when the queue hands none over.
+    let notHandedOff: String
 
-    init(table: String) {
+    /// A store of `table`; `handsOff` when the queue hands transfers to a background service (the
+    /// hand-offs table exists then).
+    init(table: String, handsOff: Bool = false) {
         self.table = SqlIdentifier.quote(table)
+        notHandedOff =
+            handsOff
+            ? " AND id NOT IN (SELECT attachment_id FROM \(HandOffStore.table) WHERE scope = "
+                + "\(SqlIdentifier.quoteLiteral(table)))" : ""
     }
 
     // MARK: Reads

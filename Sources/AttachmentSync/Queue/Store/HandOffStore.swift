@@ -28,10 +28,11 @@ struct HandOffStore: Sendable {
         var createdAt: Int64
 
         /// The transfer to hand to the service, its body file in `directory`.
-        func transfer(in directory: URL) -> BackgroundTransfer {
+        func transfer(in directory: URL, requiresUnmeteredNetwork: Bool = false) -> BackgroundTransfer {
             BackgroundTransfer(
                 id: id, direction: direction, request: request,
-                bodyFile: bodyFileName.map { directory.appendingPathComponent($0) })
+                bodyFile: bodyFileName.map { directory.appendingPathComponent($0) },
+                requiresUnmeteredNetwork: requiresUnmeteredNetwork)
         }
     }
 

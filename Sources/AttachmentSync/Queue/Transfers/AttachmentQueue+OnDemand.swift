@@ -167,7 +167,7 @@ extension AttachmentQueue {
             } catch {
                 result = .failure(error)
             }
-        case .cancelled:
+        case .cancelled, .handedOff:
             result = .failure(CancellationError())
         case .superseded:
             result = .failure(

@@ -15,6 +15,8 @@ extension AttachmentQueue {
         case failed(any Error, FailureOutcome, booked: Bool)
         /// A download asked for on demand failed; nothing is booked (the caller decides what to do).
         case failedOnRequest(any Error)
+        /// Handed to the background transfer service; its result is adopted later.
+        case handedOff
     }
 
     /// What a transfer does: by the record's state, except that a download asked for on demand runs on a
@@ -42,9 +44,12 @@ extension AttachmentQueue {
     /// Starts the transfer the record's state calls for. The caller has checked that none is in flight for
     /// this attachment.
     func startTransfer(_ record: AttachmentRecord) {
-        let worker = makeTransferWorker()
+        var worker = makeTransferWorker()
+        worker.handOff = handOffContext
+        // A transfer an app raised is waited for: it runs here, at once.
+        let mayHandOff = handOffContext != nil && !machine.raisedIDs.contains(record.id)
         let task = Task {
-            let report = await worker.perform(record)
+            let report = await worker.perform(record, mayHandOff: mayHandOff)
             await self.transferFinished(record, report: report)
         }
         machine.started(record.id, handle: task)
@@ -66,7 +71,7 @@ extension AttachmentQueue {
         progressCenter.noteConcurrency(machine.maxConcurrentTransfers, maximum: configuration.maxConcurrentTransfers)
         report(outcome, of: record, kind: TransferKind(record.state))
         switch outcome {
-        case .completed, .superseded, .cancelled:
+        case .completed, .superseded, .cancelled, .handedOff:
             break
         case .failed(let error, .giveUp, true):
             logError("\(record.state) failed; the attachment was archived", error, id: record.id)
@@ -92,6 +97,7 @@ extension AttachmentQueue {
         case .completed(let bytes): return .completed(bytes: bytes)
         case .superseded: return .superseded
         case .cancelled: return .cancelled
+        case .handedOff: return .handedOff
         case .failedOnRequest(let error): return .failedOnRequest(error)
         case .failed(let failure):
             var generator = SystemRandomNumberGenerator()
@@ -198,6 +204,9 @@ extension AttachmentQueue {
             }
         case .superseded, .cancelled:
             progressCenter.end(id, status: .cancelled)
+        case .handedOff:
+            progressCenter.end(id, status: .handedOff)
+            eventCenter.send(.handedOff(attachmentId: id))
         case .failed(let error, let decision, let booked):
             let typed = AttachmentError.wrapping(error, attachmentId: id)
             progressCenter.end(id, status: .failed(typed))

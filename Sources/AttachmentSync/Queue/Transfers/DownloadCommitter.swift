@@ -20,6 +20,10 @@ final class DownloadCommitter: Sendable {
         /// Whether the file is still to be flushed (a plain file the adapter wrote; content saved through the
         /// local storage adapter is flushed by it).
         var needsFlush: Bool
+        /// For a download a background service made: the hand-off record its commit removes (whatever it
+        /// decides for the attachment; when the record is gone already, another adoption came first and
+        /// nothing is committed).
+        var handOff: (store: HandOffStore, id: String)? = nil
     }
 
     private struct Waiting: Sendable {
@@ -189,6 +193,9 @@ extension TransferWorker {
         _ entry: DownloadCommitter.Entry, timestamp: Int64, now: Int64, store: AttachmentStore, in tx: SqlTransaction
     ) throws -> (committed: Bool, current: AttachmentRecord?) {
         let record = entry.record
+        if let handOff = entry.handOff, try !handOff.store.remove(id: handOff.id, in: tx) {
+            return (false, try store.record(id: record.id, in: tx))
+        }
         let contentColumns: RecordChange =
             .hasSynced(true) + .content(size: entry.size, sha256: entry.sha256) + .localFile(entry.localName)
             + .set(.lastUsedAt, now)

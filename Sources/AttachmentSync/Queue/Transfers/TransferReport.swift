@@ -12,6 +12,9 @@ enum TransferReport: Sendable {
     case failed(TransferFailure)
     /// A download asked for on demand failed; nothing is to be booked (the caller decides what to do).
     case failedOnRequest(any Error)
+    /// Handed to the background transfer service (recorded first): its result is adopted when the service
+    /// reports it.
+    case handedOff
 }
 
 /// A failed transfer: the error, and what the worker found out about it.

@@ -25,6 +25,8 @@ struct TransferWorker: Sendable {
     let committer: DownloadCommitter
     /// The Data Protection class and backup setting downloaded files get.
     let localFiles: LocalFilePolicy
+    /// Where transfers that suit it are handed to a background service, `nil` when none are.
+    var handOff: HandOffContext? = nil
 
     /// The bandwidth caps of a queue's uploads and downloads: made ``BandwidthThrottle/current`` while the
     /// adapter moves a file in that direction.
@@ -39,13 +41,19 @@ struct TransferWorker: Sendable {
     }
 
     /// Runs one transfer and commits its result, off the actor. `onDemand` runs a download whatever the
-    /// record's state (a remote-only `synced` or `archived` record, say).
+    /// record's state (a remote-only `synced` or `archived` record, say). With `mayHandOff` (and a
+    /// ``handOff`` context), a transfer that suits it goes to the background service instead.
     func perform(
-        _ record: AttachmentRecord, onDemand: Bool = false
+        _ record: AttachmentRecord, onDemand: Bool = false, mayHandOff: Bool = false
     ) async -> TransferReport {
         let attachment = record.attachment(inPath: directoryPath)
         do {
             try Task.checkCancellation()
+            if !onDemand, mayHandOff, let handOff,
+                let report = try await handOffIfSuited(record, attachment, handOff)
+            {
+                return report
+            }
             if onDemand {
                 do {
                     return try await download(record, attachment)

@@ -1,0 +1,351 @@
+import Foundation
+import Logging
+
+/// Adopting what the background transfer service did: each result once, in this process or after a
+/// relaunch, by the steps ``HandOffPolicy`` decides. A result is acknowledged to the service only once its
+/// hand-off record is gone (removed in the transaction that booked it), so a crash at any point leaves either
+/// the record and the result (adopted again, from the start) or neither.
+extension AttachmentQueue {
+    /// Reads the service's results and the queue's hand-off records and carries out what they call for; runs
+    /// one at a time (a call while one runs makes it go round once more). Only the lease holder adopts.
+    /// Errors are logged; the next trigger tries again.
+    func adoptHandOffs() async {
+        guard let context = handOffContext else { return }
+        guard !adoption.running else {
+            adoption.again = true
+            return
+        }
+        guard await holdsCurrentLease() else { return }
+        adoption.running = true
+        defer { adoption.running = false }
+        repeat {
+            adoption.again = false
+            await adoptOnce(context)
+        } while adoption.again
+    }
+
+    /// Adopts results as the service says they may have arrived, while syncing.
+    func followBackgroundResults(_ service: any BackgroundTransferService) async {
+        for await _ in service.resultsMayHaveArrived() {
+            await adoptHandOffs()
+        }
+    }
+
+    private func adoptOnce(_ context: HandOffContext) async {
+        let service = context.options.service
+        let handOffs = context.store
+        let steps: [HandOffPolicy.Step]
+        let records: [HandOffStore.HandOff]
+        let now = wallClock.milliseconds()
+        let grace = context.options.recoveryDelay.clampedMilliseconds
+        do {
+            // The service first: a record read afterwards is one the service knew of, or one being handed.
+            let running = try await service.running()
+            let results = try await service.results()
+            records = try await db.readTransaction { tx in try handOffs.handOffs(in: tx) }
+            steps = HandOffPolicy.steps(
+                records: records, running: running, results: results, handing: context.handing.withLock { $0 },
+                now: now, grace: grace)
+            scheduleRecoveryCheck(records, running: running, results: results, now: now, grace: grace)
+        } catch {
+            logError("reading the background transfer service's results failed", error)
+            return
+        }
+        var requeued = false
+        for step in steps {
+            let result: BackgroundTransferResult?
+            switch step {
+            case .acknowledge(let reported):
+                result = reported
+            case .confirmUpload(let handOff, let reported):
+                result = reported
+                await confirmUpload(handOff, reported, context)
+            case .adoptDownload(let handOff, let reported):
+                result = reported
+                await adoptDownload(handOff, reported, context)
+            case .failed(let handOff, let reported):
+                result = reported
+                await bookHandOffFailure(handOff, Self.error(of: reported, handOff), context)
+                requeued = true
+            case .recover(let handOff):
+                result = nil
+                logger.info(
+                    "a background transfer was neither running nor reported: taking it back",
+                    metadata: ["attachment": "\(handOff.attachmentId)", "transfer": "\(handOff.id)"])
+                await recover(handOff, context)
+                requeued = true
+            }
+            guard let result else { continue }
+            do {
+                let pending = try await db.readTransaction { tx in try handOffs.handOff(id: result.id, in: tx) }
+                if pending == nil { try await service.acknowledge(result.id) }
+            } catch {
+                logError("acknowledging a background transfer's result failed", error)
+            }
+        }
+        if requeued { trigger() }
+    }
+
+    /// An upload the service says went through (or found an object there): counted done once the remote
+    /// holds an object of its size and SHA-256, in the transaction that removes its record.
+    private func confirmUpload(
+        _ handOff: HandOffStore.HandOff, _ result: BackgroundTransferResult, _ context: HandOffContext
+    ) async {
+        guard let record = await currentRecord(of: handOff, context) else { return }
+        let stored: RemoteObjectInfo?
+        do {
+            stored = try await context.remote.storedObject(for: record.attachment(in: attachmentsDirectory))
+        } catch {
+            logError("confirming a background upload failed; it is confirmed later", error, id: record.id)
+            return
+        }
+        switch Self.confirmation(of: handOff, stored: stored, status: result.statusCode) {
+        case .stored(let size):
+            await commitUpload(handOff, of: record, size: size, context)
+        case .otherContent(let sha256):
+            await bookHandOffFailure(
+                handOff,
+                AttachmentError(
+                    code: .conflict,
+                    message: "remote storage holds other content (SHA-256 \(sha256)) under the name of attachment "
+                        + "\(String(reflecting: record.id))", attachmentId: record.id), context)
+        case .unconfirmed(let why):
+            await bookHandOffFailure(
+                handOff,
+                AttachmentError(
+                    code: .remoteFailure,
+                    message: "a background upload of attachment \(String(reflecting: record.id)) could not be "
+                        + "confirmed: \(why)", attachmentId: record.id), context)
+        }
+        trigger()
+    }
+
+    /// What the remote's object says of a handed-off upload.
+    enum UploadConfirmation: Equatable {
+        /// The object is the upload's content (`size` bytes).
+        case stored(size: Int64)
+        /// The object holds other content: its SHA-256.
+        case otherContent(String)
+        /// Nothing shows it is stored (no object, another size, no SHA-256 kept with it after a 412).
+        case unconfirmed(String)
+    }
+
+    /// Whether `stored` is the content the hand-off uploaded. Without a SHA-256 kept with the object, a
+    /// 2xx of the create-only request (whose `Content-MD5` the server checked) and the right size confirm
+    /// it; a 412 then cannot tell whose object it is.
+    static func confirmation(of handOff: HandOffStore.HandOff, stored: RemoteObjectInfo?, status: Int?)
+        -> UploadConfirmation
+    {
+        guard let stored else { return .unconfirmed("remote storage holds no object for it") }
+        if let expected = handOff.sha256?.lowercased(), let found = stored.sha256?.lowercased(), found != expected {
+            return .otherContent(found)
+        }
+        if let expected = handOff.expectedSize, let size = stored.size, size != expected {
+            return .unconfirmed("the object is \(size) bytes long, not \(expected)")
+        }
+        guard let size = stored.size ?? handOff.expectedSize else {
+            return .unconfirmed("neither the object's size nor the file's is known")
+        }
+        if stored.sha256 != nil, handOff.sha256 != nil { return .stored(size: size) }
+        if let status, (200..<300).contains(status), stored.size != nil { return .stored(size: size) }
+        return .unconfirmed("no SHA-256 is kept with the object")
+    }
+
+    private func commitUpload(
+        _ handOff: HandOffStore.HandOff, of record: AttachmentRecord, size: Int64, _ context: HandOffContext
+    ) async {
+        let store = store
+        let handOffs = context.store
+        let timestamp = timestamps.next()
+        do {
+            let committed = try await db.writeTransaction { tx -> Bool in
+                guard try handOffs.remove(id: handOff.id, in: tx) else { return false }
+                return try store.markUploaded(id: record.id, size: size, timestamp: timestamp, in: tx)
+            }
+            if committed {
+                logger.debug(
+                    "uploaded in the background", metadata: ["attachment": "\(record.id)", "bytes": "\(size)"])
+                eventCenter.send(.uploaded(attachmentId: record.id, bytes: size))
+            }
+        } catch {
+            logError("committing a background upload failed; it is adopted later", error, id: record.id)
+        }
+    }
+
+    /// A download the service finished: its body is linked (or copied) to the partial file's name, verified
+    /// and put in place by the same code as an in-process download; its record goes in that commit.
+    private func adoptDownload(
+        _ handOff: HandOffStore.HandOff, _ result: BackgroundTransferResult, _ context: HandOffContext
+    ) async {
+        guard let record = await currentRecord(of: handOff, context), let body = result.bodyFile else { return }
+        let worker = makeTransferWorker()
+        let files = files
+        do {
+            let localName = try record.localName()
+            let staging = localPath(FileName.downloadingName(for: localName))
+            try files.removeFile(atPath: staging)
+            do {
+                try files.link(body.path, to: staging)
+            } catch {
+                try await onBlockingThread { try FileManager.default.copyItem(atPath: body.path, toPath: staging) }
+            }
+            let (size, sha256) = try await files.digest(ofFileAt: staging)
+            var remote = RemoteObjectInfo(size: result.header("Content-Length").flatMap { Int64($0) })
+            if record.contentHash == nil {
+                remote =
+                    try await context.remote.storedObject(for: record.attachment(in: attachmentsDirectory))
+                    ?? remote
+            }
+            do {
+                try TransferWorker.verify(size: size, sha256: sha256, of: record, remote: remote, path: staging)
+            } catch {
+                try? files.removeFile(atPath: staging)
+                await bookHandOffFailure(handOff, error, context)
+                return
+            }
+            try files.setAttributes(localFilePolicy.attributes(for: .download), atPath: staging)
+            var entry = DownloadCommitter.Entry(
+                record: record, size: size, sha256: sha256, stagingPath: staging, finalPath: localPath(localName),
+                localName: localName, needsFlush: true)
+            entry.handOff = (context.store, handOff.id)
+            let report = try await downloadCommitter.commit(entry, with: worker)
+            if case .completed(let bytes) = report {
+                logger.debug(
+                    "downloaded in the background", metadata: ["attachment": "\(record.id)", "bytes": "\(bytes)"])
+                eventCenter.send(.downloaded(attachmentId: record.id, bytes: bytes))
+            }
+        } catch {
+            logError("adopting a background download failed; it is adopted later", error, id: record.id)
+        }
+    }
+
+    /// Books a handed-off transfer's failure as the state machine decides it (as for an in-process one), in
+    /// the transaction that removes its record: the attachment is queued again under the failure policy.
+    private func bookHandOffFailure(
+        _ handOff: HandOffStore.HandOff, _ error: any Error, _ context: HandOffContext
+    ) async {
+        guard let record = await currentRecord(of: handOff, context) else { return }
+        let failure = await makeTransferWorker().classify(record, record.attachment(inPath: attachmentsPath), error)
+        var generator = SystemRandomNumberGenerator()
+        let decision = machine.failureOutcome(failure, of: record, now: wallClock.milliseconds(), using: &generator)
+        let store = store
+        let handOffs = context.store
+        let timestamp = timestamps.next()
+        let booked: Bool
+        do {
+            booked = try await db.writeTransaction { tx -> Bool in
+                guard try handOffs.remove(id: handOff.id, in: tx) else { return false }
+                if case .interrupted = decision { return false }
+                return try store.book(decision, of: record, error: failure.error, timestamp: timestamp, in: tx)
+            }
+        } catch {
+            logError("booking a failed background transfer failed; it is adopted later", error, id: record.id)
+            return
+        }
+        logError("a background transfer failed", failure.error, id: record.id)
+        if case .interrupted = decision { return }
+        report(
+            .failed(failure.error, decision, booked: booked), of: record,
+            kind: handOff.direction == .upload ? .upload : .download)
+    }
+
+    /// A hand-off the service neither runs nor reported: an upload the remote holds already is counted done;
+    /// otherwise the record goes and the attachment is queued as it was.
+    private func recover(_ handOff: HandOffStore.HandOff, _ context: HandOffContext) async {
+        guard let record = await currentRecord(of: handOff, context) else { return }
+        if handOff.direction == .upload {
+            let stored: RemoteObjectInfo?
+            do {
+                stored = try await context.remote.storedObject(for: record.attachment(in: attachmentsDirectory))
+            } catch {
+                logError("looking for a lost background upload failed; it is looked for later", error, id: record.id)
+                return
+            }
+            if stored?.sha256 != nil,
+                case .stored(let size) = Self.confirmation(of: handOff, stored: stored, status: nil)
+            {
+                await commitUpload(handOff, of: record, size: size, context)
+                return
+            }
+        }
+        let handOffs = context.store
+        do {
+            _ = try await db.writeTransaction { tx in try handOffs.remove(id: handOff.id, in: tx) }
+        } catch {
+            logError("taking back a lost background transfer failed", error, id: record.id)
+        }
+    }
+
+    /// The hand-off's attachment record as it is now; when there is none (deleted meanwhile), the hand-off
+    /// record goes and `nil` is returned.
+    private func currentRecord(of handOff: HandOffStore.HandOff, _ context: HandOffContext) async
+        -> AttachmentRecord?
+    {
+        let store = store
+        let handOffs = context.store
+        do {
+            return try await db.writeTransaction { tx -> AttachmentRecord? in
+                if let record = try store.record(id: handOff.attachmentId, in: tx) { return record }
+                _ = try handOffs.remove(id: handOff.id, in: tx)
+                return nil
+            }
+        } catch {
+            logError("reading a handed-off attachment failed", error, id: handOff.attachmentId)
+            return nil
+        }
+    }
+
+    /// The error a result without success stands for, as an in-process transfer's adapter would throw it.
+    static func error(of result: BackgroundTransferResult, _ handOff: HandOffStore.HandOff) -> AttachmentError {
+        let id = handOff.attachmentId
+        guard let status = result.statusCode else {
+            return AttachmentError(
+                code: .remoteUnavailable,
+                message: "a background transfer got no response: \(result.error ?? "no reason given")",
+                attachmentId: id)
+        }
+        let retryAfter = result.header("Retry-After").flatMap { Int64($0) }.map { Duration.seconds($0) }
+        let what = "a background \(handOff.direction.rawValue) got HTTP \(status)"
+        switch status {
+        case 404 where handOff.direction == .download:
+            return AttachmentError(code: .remoteNotFound, message: what, attachmentId: id)
+        case 401, 403:
+            return AttachmentError(code: .accessDenied, message: what, attachmentId: id)
+        case 429, 503:
+            return AttachmentError(code: .remoteUnavailable, message: what, attachmentId: id, retryAfter: retryAfter)
+        case 200..<300:
+            return AttachmentError(code: .remoteFailure, message: what + " but no body", attachmentId: id)
+        default:
+            return AttachmentError(code: .remoteFailure, message: what, attachmentId: id)
+        }
+    }
+
+    /// Makes sure adoption runs again when the oldest record that is neither running nor reported reaches
+    /// the recovery delay (nothing else would wake it).
+    private func scheduleRecoveryCheck(
+        _ records: [HandOffStore.HandOff], running: Set<String>, results: [BackgroundTransferResult], now: Int64,
+        grace: Int64
+    ) {
+        let reported = Set(results.map(\.id))
+        let due = records.filter { !running.contains($0.id) && !reported.contains($0.id) }
+            .map { $0.createdAt.addingClamped(grace) }.filter { $0 > now }.min()
+        adoption.recoveryCheck?.cancel()
+        adoption.recoveryCheck = nil
+        guard let due else { return }
+        let clock = configuration.clock
+        adoption.recoveryCheck = Task {
+            do { try await clock.sleep(for: .milliseconds(due - now + 1)) } catch { return }
+            await self.adoptHandOffs()
+        }
+    }
+}
+
+extension AttachmentQueue {
+    /// Adoption's state on the actor.
+    struct AdoptionState {
+        var running = false
+        var again = false
+        /// Wakes adoption when a record becomes due for recovery.
+        var recoveryCheck: Task<Void, Never>?
+    }
+}

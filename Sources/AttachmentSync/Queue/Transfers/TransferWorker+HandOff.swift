@@ -1,0 +1,94 @@
+import Foundation
+
+/// What a worker needs to hand a transfer to a background service instead of running it.
+struct HandOffContext: Sendable {
+    let options: BackgroundTransfers
+    /// The queue's remote, as one that forms requests ahead of time.
+    let remote: any BackgroundTransferForming
+    let store: HandOffStore
+    /// The ids being handed over in this process right now: recorded, the service's `hand` not returned.
+    /// Adoption leaves them alone (the service may not know them yet).
+    let handing: LockedValue<Set<String>>
+    /// Which network the attachment's transfer waits for (the queue's ``NetworkPolicy``).
+    let requirement: @Sendable (Attachment) -> NetworkRequirement
+}
+
+extension TransferWorker {
+    /// Hands the record's transfer to the background service when it suits one (see
+    /// ``BackgroundTransfers``): `nil` when it runs in the process instead (that path also reports every
+    /// problem with the file, which this one leaves to it).
+    ///
+    /// The hand-off is recorded before the service gets it, in a transaction conditional on the record's
+    /// state; recording and handing run in a task of their own, so a cancellation cannot come between them.
+    func handOffIfSuited(_ record: AttachmentRecord, _ attachment: Attachment, _ context: HandOffContext)
+        async throws -> TransferReport?
+    {
+        let options = context.options
+        var bodyFileName: String?
+        var expectedSize = record.size
+        var sha256 = record.contentHash?.lowercased()
+        let request: PreparedRequest?
+        switch record.state {
+        case .queuedUpload:
+            guard options.uploads, let name = record.localPath, let path = attachment.localUri,
+                let url = local.plainFileURL(filePath: path), let info = try files.info(atPath: url.path),
+                info.kind == .regular, info.size >= options.minimumBytes
+            else { return nil }
+            if let expected = record.size, expected != info.size { return nil }
+            if sha256 == nil {
+                let digest = try await files.digest(ofFileAt: url.path)
+                (expectedSize, sha256) = (digest.size, digest.sha256)
+            }
+            expectedSize = expectedSize ?? info.size
+            bodyFileName = name
+            request = try await context.remote.backgroundUploadRequest(for: attachment, fileURL: url)
+        case .queuedDownload:
+            let staging = FileName.join(directoryPath, FileName.downloadingName(for: try record.localName()))
+            guard options.downloads, local.plainFileURL(filePath: staging) != nil else { return nil }
+            if options.minimumBytes > 0 {
+                guard let size = record.size, size >= options.minimumBytes else { return nil }
+            }
+            request = try await context.remote.backgroundDownloadRequest(for: attachment)
+        case .queuedDelete, .synced, .archived:
+            return nil
+        }
+        guard let request else { return nil }
+        let handOff = HandOffStore.HandOff(
+            id: UUID().uuidString, attachmentId: record.id,
+            direction: record.state == .queuedUpload ? .upload : .download, request: request,
+            bodyFileName: bodyFileName, expectedSize: expectedSize, sha256: sha256,
+            createdAt: wallClock.milliseconds())
+        let unmetered = context.requirement(attachment) == .unmetered
+        return try await Task { try await hand(handOff, of: record, unmetered: unmetered, context) }.value
+    }
+
+    private func hand(
+        _ handOff: HandOffStore.HandOff, of record: AttachmentRecord, unmetered: Bool, _ context: HandOffContext
+    ) async throws -> TransferReport {
+        let store = store
+        let handOffs = context.store
+        let recorded = try await db.writeTransaction { tx in
+            guard let current = try store.record(id: record.id, in: tx), current.state == record.state,
+                current.localPath == record.localPath
+            else { return false }
+            return try handOffs.record(handOff, in: tx)
+        }
+        guard recorded else { return .superseded }
+        context.handing.withLock { _ = $0.insert(handOff.id) }
+        defer { context.handing.withLock { _ = $0.remove(handOff.id) } }
+        do {
+            try await context.options.service.hand(handOff.transfer(in: directory, requiresUnmeteredNetwork: unmetered))
+        } catch {
+            // Not handed over: the record goes, and the failure is booked as any other. (Should the service
+            // have it after all, its result finds no record and is only acknowledged.)
+            _ = try? await db.writeTransaction { tx in try handOffs.remove(id: handOff.id, in: tx) }
+            throw error
+        }
+        logger.debug(
+            "handed to the background transfer service",
+            metadata: [
+                "attachment": "\(record.id)", "transfer": "\(handOff.id)", "direction": "\(handOff.direction)",
+            ])
+        return .handedOff
+    }
+}

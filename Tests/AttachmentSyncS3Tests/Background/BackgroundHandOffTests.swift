@@ -1,0 +1,118 @@
+import AttachmentSync
+import AttachmentSyncTesting
+import Foundation
+import TestSupport
+import Testing
+
+@testable import AttachmentSyncHTTP
+@testable import AttachmentSyncS3
+
+/// The queue handing its transfers to the spooled background service (a process of its own, the Linux
+/// stand-in for a background `URLSession`) and adopting the results, on Ceph; requests counted by the
+/// gateway's own usage log.
+@Suite("Background hand-off: the queue over Ceph with a service in another process")
+struct BackgroundHandOffTests {
+    /// A spooled service in `folder` and its process, killed when `body` ends.
+    static func withService<T>(
+        _ folder: URL, _ body: (SpoolTransferService) async throws -> T
+    ) async throws -> T {
+        let service = try SpoolTransferService(folder: folder)
+        let process = try SpoolTransferServiceTests.startService(folder)
+        defer { process.kill() }
+        return try await body(service)
+    }
+
+    static func recording(_ operations: LockedValue<[String]>) -> (inout S3RemoteStorage.Configuration) -> Void {
+        { configuration in
+            configuration.requestObserver = { event in operations.withLock { $0.append(event.operation) } }
+        }
+    }
+
+    /// Waits (bounded) until the service holds no result: every one was acknowledged.
+    static func waitUntilAcknowledged(_ service: SpoolTransferService) async throws {
+        try await withDeadline("every result acknowledged") {
+            for _ in 0..<1_000 {
+                if try await service.results().isEmpty { return }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            throw AttachmentError(code: .timedOut, message: "results left: \(try await service.results().map(\.id))")
+        }
+    }
+
+    @Test(
+        "saved files go to the service and are adopted: each stored once (the gateway counts one PUT each), none sent in-process; another device's downloads go too and land byte-exact"
+    )
+    func uploadsAndDownloadsAreAdopted() async throws {
+        let operationsA = LockedValue<[String]>([])
+        try await S3TestBucket.with("handoff", configure: Self.recording(operationsA)) { storageA, bucket in
+            try await withTemporaryDirectory { directory in
+                let sizes = [0, 1, 1_000, 100_000, 1_000_000, 3_000_000]
+                var saved: [(id: String, content: Data)] = []
+                try await Self.withService(directory.appendingPathComponent("spool-a")) { service in
+                    try await S3QueueDevice.with(
+                        folder: directory.appendingPathComponent("a"), storage: storageA,
+                        configure: { $0.backgroundTransfers = BackgroundTransfers(service: service) }
+                    ) { a in
+                        let events = a.queue.events
+                        try await a.queue.startSync()
+                        for (index, size) in sizes.enumerated() {
+                            let content = testBytes(count: size, seed: UInt32(300 + index))
+                            let photo = try await a.queue.saveFile(
+                                data: content, mediaType: "image/jpeg", fileExtension: "jpg"
+                            ) { tx, attachment in
+                                _ = try tx.execute(
+                                    sql: "INSERT INTO checklists (id, photo_id) VALUES (?, ?)",
+                                    arguments: ["item-\(index)", attachment.id])
+                            }
+                            saved.append((photo.id, content))
+                        }
+                        for file in saved { try await a.waitForState(file.id, .synced) }
+                        let expected = Set(saved.map(\.id))
+                        let handedOff = try await withDeadline("six hand-off events") {
+                            var ids: Set<String> = []
+                            for await event in events {
+                                if case .handedOff(let id) = event { ids.insert(id) }
+                                if ids.count == expected.count { break }
+                            }
+                            return ids
+                        }
+                        #expect(handedOff == expected)
+                        // Acknowledged right after the commit that made the record synced.
+                        try await Self.waitUntilAcknowledged(service)
+                        let left = try await a.db.getAll(
+                            sql: "SELECT id FROM attachment_sync_handoffs", parameters: []
+                        ) { try $0.getString(name: "id") }
+                        #expect(left.isEmpty, "every hand-off record removed")
+                    }
+                }
+                #expect(!operationsA.withLock { $0 }.contains("PutObject"), "no upload ran in the app's process")
+                let afterUploads = try await CephUsage.settled(bucket: bucket.name)
+                #expect(afterUploads["put_obj"].all == sizes.count, "one PUT per file: \(afterUploads)")
+                #expect(afterUploads["put_obj"].successful == sizes.count, "\(afterUploads)")
+
+                let operationsB = LockedValue<[String]>([])
+                try await bucket.withStorage(Self.recording(operationsB)) { storageB in
+                    try await Self.withService(directory.appendingPathComponent("spool-b")) { service in
+                        try await S3QueueDevice.with(
+                            folder: directory.appendingPathComponent("b"), storage: storageB,
+                            configure: { $0.backgroundTransfers = BackgroundTransfers(service: service) }
+                        ) { b in
+                            for (index, file) in saved.enumerated() {
+                                try await b.addChecklist("item-\(index)", photo: file.id)
+                            }
+                            try await b.queue.startSync()
+                            for file in saved {
+                                try await b.waitForState(file.id, .synced)
+                                #expect(b.bytesOnDisk("\(file.id).jpg") == file.content, "\(file.content.count) bytes")
+                            }
+                            try await Self.waitUntilAcknowledged(service)
+                        }
+                    }
+                }
+                #expect(!operationsB.withLock { $0 }.contains("GetObject"), "no download ran in the app's process")
+                let afterDownloads = try await CephUsage.settled(bucket: bucket.name)
+                #expect(afterDownloads["put_obj"].all == sizes.count, "still one PUT per file: \(afterDownloads)")
+            }
+        }
+    }
+}
