@@ -98,6 +98,14 @@ let package = Package(
             path: "Tests/TransferService",
             swiftSettings: strictSettings
         ),
+        // The app the hand-off crash test kills at random moments while the spooled service runs on; in no
+        // product.
+        .executableTarget(
+            name: "attachment-sync-handoff-app",
+            dependencies: ["AttachmentSync", "AttachmentSyncHTTP", "AttachmentSyncTesting", "TestSupport"],
+            path: "Tests/HandOffApp",
+            swiftSettings: strictSettings
+        ),
         // Helpers shared by the test targets, the crash worker and the benchmarks (bounded waits, child
         // processes, running the CLI); Foundation only, in no library product.
         .target(

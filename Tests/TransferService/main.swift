@@ -4,8 +4,10 @@ import AttachmentSyncS3
 import AttachmentSyncTesting
 import Foundation
 
-// attachment-sync-transfer-service SPOOL [--concurrency N] [--stall-after N]
+// attachment-sync-transfer-service SPOOL [--concurrency N] [--stall-after N] [--pace MS]
 //
+// --pace MS: each transfer waits MS milliseconds before it sends its request (a slow network), so that a
+// test's kills of the app land while transfers are still with the service.
 // --stall-after N: once this process has reported N results, every later transfer is sent but never reported
 // (its task waits for ever): a test kills the service then, sure that transfers are unfinished.
 // The other half of SpoolTransferService: runs every transfer handed into SPOOL/pending, a few at a time, and
@@ -17,7 +19,7 @@ import Foundation
 let arguments = Array(CommandLine.arguments.dropFirst())
 guard let root = arguments.first else {
     FileHandle.standardError.write(
-        Data("usage: attachment-sync-transfer-service SPOOL [--concurrency N] [--stall-after N]\n".utf8))
+        Data("usage: attachment-sync-transfer-service SPOOL [--concurrency N] [--stall-after N] [--pace MS]\n".utf8))
     exit(2)
 }
 func option(_ name: String) -> Int? {
@@ -25,6 +27,7 @@ func option(_ name: String) -> Int? {
 }
 let concurrency = option("--concurrency") ?? 4
 let stallAfter = option("--stall-after")
+let pace = option("--pace") ?? 0
 /// How many results this process has reported or is about to.
 let reportedCount = LockedValue(0)
 
@@ -34,6 +37,7 @@ let engine = AsyncHTTPClientEngine(connectTimeout: .seconds(10), requestTimeout:
 /// Runs one transfer and reports it.
 func run(_ transfer: BackgroundTransfer) async {
     var result = BackgroundTransferResult(id: transfer.id, statusCode: nil)
+    if pace > 0 { try? await Task.sleep(for: .milliseconds(pace)) }
     do {
         var headers = HTTPHeaderFields()
         for header in transfer.request.headers { headers.add(name: header.name, value: header.value) }

@@ -70,4 +70,35 @@ struct HandOffStoreTests {
         }
         try await db.close()
     }
+
+    @Test("the queue's reads of queued records leave out the attachments handed to a background service")
+    func queuedReadsLeaveHandedOffAttachmentsOut() async throws {
+        let db = try LocalDatabase(path: try TemporaryDirectory().path("app.sqlite"), schema: QueueHarness.schema)
+        let handOffs = HandOffStore(scope: "attachments")
+        let store = AttachmentStore(table: "attachments", handsOff: true)
+        try await db.writeTransaction { tx in
+            try handOffs.createTable(in: tx)
+            for (index, id) in ["up-1", "up-2", "down-1", "down-2", "delete-1"].enumerated() {
+                let state: AttachmentState =
+                    id.hasPrefix("up") ? .queuedUpload : id.hasPrefix("down") ? .queuedDownload : .queuedDelete
+                try tx.execute(
+                    sql: "INSERT INTO attachments (id, filename, state, timestamp, has_synced) VALUES (?, ?, ?, ?, 0)",
+                    parameters: [id, id + ".jpg", state.rawValue, Int64(index)])
+            }
+            #expect(try handOffs.record(Self.handOff("h1", attachment: "up-1", at: 1), in: tx))
+            #expect(try handOffs.record(Self.handOff("h2", attachment: "down-2", at: 1), in: tx))
+            // Another queue's hand-off of the same id changes nothing here.
+            #expect(try HandOffStore(scope: "photos").record(Self.handOff("h3", attachment: "up-2", at: 1), in: tx))
+        }
+        let (queued, raised, plain) = try await db.readTransaction { tx in
+            (
+                try store.queued(limit: 10, readyAt: 100, in: tx).map(\.id),
+                try store.queued(ids: ["up-1", "up-2", "down-2"], in: tx).map(\.id),
+                try AttachmentStore(table: "attachments").queued(limit: 10, readyAt: 100, in: tx).map(\.id)
+            )
+        }
+        #expect(queued == ["up-2", "delete-1", "down-1"])
+        #expect(raised == ["up-2"])
+        #expect(plain == ["up-1", "up-2", "delete-1", "down-1", "down-2"], "a queue that hands nothing off reads all")
+    }
 }
