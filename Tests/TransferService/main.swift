@@ -31,7 +31,7 @@ let pace = option("--pace") ?? 0
 /// How many results this process has reported or is about to.
 let reportedCount = LockedValue(0)
 
-let spool = try SpoolFolder(URL(fileURLWithPath: root))
+let spool = try TransferFolder(URL(fileURLWithPath: root))
 let engine = AsyncHTTPClientEngine(connectTimeout: .seconds(10), requestTimeout: .seconds(60))
 
 /// Runs one transfer and reports it.

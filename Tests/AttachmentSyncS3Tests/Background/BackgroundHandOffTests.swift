@@ -7,19 +7,37 @@ import Testing
 @testable import AttachmentSyncHTTP
 @testable import AttachmentSyncS3
 
-/// The queue handing its transfers to the spooled background service (a process of its own, the Linux
-/// stand-in for a background `URLSession`) and adopting the results, on Ceph; requests counted by the
-/// gateway's own usage log.
-@Suite("Background hand-off: the queue over Ceph with a service in another process")
+/// The queue handing its transfers to a background service (the spooled one in a process of its own, the Linux
+/// stand-in for a background `URLSession`, or URLSessionTransferService itself) and adopting the results, on
+/// Ceph; requests counted by the gateway's own usage log.
+@Suite("Background hand-off: the queue over Ceph with a background service")
 struct BackgroundHandOffTests {
-    /// A spooled service in `folder` and its process, killed when `body` ends.
+    /// The services a queue hands transfers to in these tests.
+    enum ServiceKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        /// The spooled service, in a process of its own.
+        case spool
+        /// `URLSessionTransferService` (in this process on Linux).
+        case urlSession
+
+        var testDescription: String { rawValue }
+    }
+
+    /// A service of `kind` in `folder` (for the spool, with its process), stopped when `body` ends.
     static func withService<T>(
-        _ folder: URL, _ body: (SpoolTransferService) async throws -> T
+        _ kind: ServiceKind = .spool, _ folder: URL, _ body: (any BackgroundTransferService) async throws -> T
     ) async throws -> T {
-        let service = try SpoolTransferService(folder: folder)
-        let process = try SpoolTransferServiceTests.startService(folder)
-        defer { process.kill() }
-        return try await body(service)
+        switch kind {
+        case .spool:
+            let service = try SpoolTransferService(folder: folder)
+            let process = try SpoolTransferServiceTests.startService(folder)
+            defer { process.kill() }
+            return try await body(service)
+        case .urlSession:
+            let service = try URLSessionTransferService(
+                configuration: .init(identifier: "attachment-sync.tests.\(UUID())", folder: folder))
+            defer { service.invalidateAndCancel() }
+            return try await body(service)
+        }
     }
 
     static func recording(_ operations: LockedValue<[String]>) -> (inout S3RemoteStorage.Configuration) -> Void {
@@ -29,7 +47,7 @@ struct BackgroundHandOffTests {
     }
 
     /// Waits (bounded) until the service holds no result: every one was acknowledged.
-    static func waitUntilAcknowledged(_ service: SpoolTransferService) async throws {
+    static func waitUntilAcknowledged(_ service: any BackgroundTransferService) async throws {
         try await withDeadline("every result acknowledged") {
             for _ in 0..<1_000 {
                 if try await service.results().isEmpty { return }
@@ -40,15 +58,16 @@ struct BackgroundHandOffTests {
     }
 
     @Test(
-        "saved files go to the service and are adopted: each stored once (the gateway counts one PUT each), none sent in-process; another device's downloads go too and land byte-exact"
+        "saved files go to the service and are adopted: each stored once (the gateway counts one PUT each), none sent by the queue's adapter; another device's downloads go too and land byte-exact",
+        arguments: ServiceKind.allCases
     )
-    func uploadsAndDownloadsAreAdopted() async throws {
+    func uploadsAndDownloadsAreAdopted(kind: ServiceKind) async throws {
         let operationsA = LockedValue<[String]>([])
         try await S3TestBucket.with("handoff", configure: Self.recording(operationsA)) { storageA, bucket in
             try await withTemporaryDirectory { directory in
                 let sizes = [0, 1, 1_000, 100_000, 1_000_000, 3_000_000]
                 var saved: [(id: String, content: Data)] = []
-                try await Self.withService(directory.appendingPathComponent("spool-a")) { service in
+                try await Self.withService(kind, directory.appendingPathComponent("spool-a")) { service in
                     try await S3QueueDevice.with(
                         folder: directory.appendingPathComponent("a"), storage: storageA,
                         configure: { $0.backgroundTransfers = BackgroundTransfers(service: service) }
@@ -85,14 +104,14 @@ struct BackgroundHandOffTests {
                         #expect(left.isEmpty, "every hand-off record removed")
                     }
                 }
-                #expect(!operationsA.withLock { $0 }.contains("PutObject"), "no upload ran in the app's process")
+                #expect(!operationsA.withLock { $0 }.contains("PutObject"), "no upload ran through the queue's adapter")
                 let afterUploads = try await CephUsage.settled(bucket: bucket.name)
                 #expect(afterUploads["put_obj"].all == sizes.count, "one PUT per file: \(afterUploads)")
                 #expect(afterUploads["put_obj"].successful == sizes.count, "\(afterUploads)")
 
                 let operationsB = LockedValue<[String]>([])
                 try await bucket.withStorage(Self.recording(operationsB)) { storageB in
-                    try await Self.withService(directory.appendingPathComponent("spool-b")) { service in
+                    try await Self.withService(kind, directory.appendingPathComponent("spool-b")) { service in
                         try await S3QueueDevice.with(
                             folder: directory.appendingPathComponent("b"), storage: storageB,
                             configure: { $0.backgroundTransfers = BackgroundTransfers(service: service) }
@@ -109,7 +128,8 @@ struct BackgroundHandOffTests {
                         }
                     }
                 }
-                #expect(!operationsB.withLock { $0 }.contains("GetObject"), "no download ran in the app's process")
+                #expect(
+                    !operationsB.withLock { $0 }.contains("GetObject"), "no download ran through the queue's adapter")
                 let afterDownloads = try await CephUsage.settled(bucket: bucket.name)
                 #expect(afterDownloads["put_obj"].all == sizes.count, "still one PUT per file: \(afterDownloads)")
             }

@@ -31,7 +31,7 @@ struct HandOffCrashTests {
             try await Self.store(downloads, in: storage)
             try await withTemporaryDirectory { root in
                 let spool = root.appendingPathComponent("spool")
-                _ = try SpoolFolder(spool)
+                _ = try TransferFolder(spool)
                 // Two at a time, 30 ms before each (about 6 s for all 400), so that the app is killed while
                 // transfers are still with the service, and results come while it is dead.
                 let service = try SpoolTransferServiceTests.startService(
@@ -39,7 +39,7 @@ struct HandOffCrashTests {
                 defer { service.kill() }
                 let tool = try CommandLineTool.locate("attachment-sync-handoff-app")
                 let arguments = [root.path, bucket.name, String(count)]
-                let folder = try SpoolFolder(spool)
+                let folder = try TransferFolder(spool)
                 var finishedWhileDead = 0
                 for round in 0..<10 {
                     let app = try ChildProcess(tool.url.path, arguments, standardError: .inherit)
@@ -81,7 +81,8 @@ struct HandOffCrashTests {
                     .split(separator: "\n").map(String.init)
                 try Self.checkAdoptedOnce(events, uploads: uploads, downloads: downloads)
                 try await Self.checkFilesOnDisk(root, downloads + uploads)
-                #expect(try SpoolFolder(spool).ids(in: SpoolFolder(spool).pending).isEmpty, "nothing left pending")
+                #expect(
+                    try TransferFolder(spool).ids(in: TransferFolder(spool).pending).isEmpty, "nothing left pending")
 
                 let usage = try await CephUsage.settled(bucket: bucket.name)
                 // The test stored the downloads' objects; the uploads went from the service, once each.
