@@ -130,6 +130,7 @@ extension AttachmentQueue {
         await unlockFollower?.value
         await stopSync()
         adoption.recoveryCheck?.cancel()
+        if let adopting = adoption.task { await adopting.value }
         let (running, actions) = machine.closeTransfers()
         perform(actions)
         for task in running { await task.value }

@@ -5,7 +5,7 @@ import Foundation
     import FoundationNetworking
 #endif
 
-/// A ``BackgroundTransferService`` on `URLSession`: on Apple platforms a background session, whose transfers
+/// A `BackgroundTransferService` on `URLSession`: on Apple platforms a background session, whose transfers
 /// go on while the app is suspended or terminated and which relaunches the app to report them.
 ///
 /// Make it once, early in the app's launch (before or while the queue starts), with the same identifier
@@ -69,7 +69,7 @@ public final class URLSessionTransferService: BackgroundTransferService {
     /// Creates the service and its session (on Apple platforms, the background session of
     /// ``Configuration/identifier``), creating the folder.
     ///
-    /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/invalidConfiguration`` for
+    /// - Throws: `AttachmentError` with code `invalidConfiguration` for
     ///   an empty identifier; the file system's error when the folder cannot be created.
     public init(configuration: Configuration) throws {
         guard !configuration.identifier.isEmpty else {
@@ -89,8 +89,8 @@ public final class URLSessionTransferService: BackgroundTransferService {
 
     /// Starts the transfer's task in the session, named by the transfer's id.
     ///
-    /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/invalidName`` for an id that
-    ///   cannot name a file, ``AttachmentError/Code-swift.struct/invalidConfiguration`` for an upload without
+    /// - Throws: `AttachmentError` with code `invalidName` for an id that
+    ///   cannot name a file, `invalidConfiguration` for an upload without
     ///   a body file or a request that is not HTTP(S).
     public func hand(_ transfer: BackgroundTransfer) async throws {
         try TransferFolder.checkId(transfer.id)

@@ -4,12 +4,15 @@ import Testing
 @testable import AttachmentSync
 
 /// The queue against random histories of saves, deletes, rows coming and going, on-demand downloads,
-/// purges, cache limits, sync starting and stopping, a remote that fails, lies and truncates, and the
-/// process dying at any durable operation; every invariant of ``ModelRun`` is checked after every step.
+/// purges, cache limits, sync starting and stopping, a remote that fails, lies and truncates, transfers
+/// handed to a background service (which runs them while the process is dead, loses some and reports some
+/// twice), and the process dying at any durable operation; every invariant of ``ModelRun`` is checked after
+/// every step.
 ///
 /// `ATTACHMENT_SYNC_MODEL_HISTORIES` sets how many histories run (the default keeps the suite quick; set
 /// it to tens of thousands for a soak), `ATTACHMENT_SYNC_MODEL_SEED` the first seed, and
 /// `ATTACHMENT_SYNC_MODEL_LENGTH` the steps per history. A failure prints its seed and a shrunk history.
+/// `ATTACHMENT_SYNC_MODEL_DEBUG=1` sends the queue's log (debug level) to standard error, for a replay.
 @Suite("Model-based histories", .serialized)
 struct ModelBasedTests {
     static let environment = ProcessInfo.processInfo.environment

@@ -16,13 +16,15 @@ struct ModelSetup: Sendable, CustomStringConvertible {
     /// Startup checks synced and archived records and removes leftovers in the background, while sync
     /// (when on) already runs (`startupFileCheck = .inBackground`).
     var backgroundStartupCheck = false
+    /// Uploads and downloads go to the model's background transfer service (`backgroundTransfers`).
+    var background = false
 
     var description: String {
         "setup(insensitiveDisk: \(insensitiveDisk), maxAttempts: \(maxAttempts.map(String.init) ?? "nil"), "
             + "archivedCacheLimit: \(archivedCacheLimit), maxCacheBytes: \(maxCacheBytes.map(String.init) ?? "nil"), "
             + "onDemand: \(onDemand), concurrency: \(concurrency), "
             + "unmeteredAbove: \(unmeteredAbove.map(String.init) ?? "nil"), "
-            + "backgroundStartupCheck: \(backgroundStartupCheck))"
+            + "backgroundStartupCheck: \(backgroundStartupCheck), background: \(background))"
     }
 }
 
@@ -63,6 +65,13 @@ enum ModelStep: Sendable, Hashable, CustomStringConvertible {
     /// The attachments folder's entries are out of reach (`EACCES` from every file operation in it) during
     /// this step and the next `steps - 1`, then in reach again.
     case unreachable(steps: Int)
+    /// The background service runs the oldest `count` transfers it was handed (whether the app's process is
+    /// alive or not).
+    case serviceRuns(count: Int)
+    /// The background service loses the oldest transfer it was handed: it never runs or reports it.
+    case serviceLoses
+    /// The background service reports the last result acknowledged again.
+    case serviceRepeats
 
     var description: String {
         switch self {
@@ -91,6 +100,9 @@ enum ModelStep: Sendable, Hashable, CustomStringConvertible {
         case .network(let kind): "network(\(["offline", "metered", "unmetered"][kind]))"
         case .raise(let id): "raise(id: \(id.debugDescription))"
         case .unreachable(let steps): "unreachable(steps: \(steps))"
+        case .serviceRuns(let count): "serviceRuns(count: \(count))"
+        case .serviceLoses: "serviceLoses"
+        case .serviceRepeats: "serviceRepeats"
         }
     }
 }
@@ -131,13 +143,14 @@ struct ModelHistory: Sendable, CustomStringConvertible {
         setup.unmeteredAbove = pick([nil, nil, 1000])
         setup.concurrency = pick([1, 1, 2, 3])
         setup.backgroundStartupCheck = chance(50)
+        setup.background = chance(35)
 
         var content = 0
         var steps: [ModelStep] = []
         while steps.count < length {
             content += 1
             let anyId = pick(savedIds + seededIds)
-            switch random.next(below: 110) {
+            switch random.next(below: setup.background ? 122 : 110) {
             case 0..<16:
                 steps.append(
                     .save(
@@ -179,7 +192,10 @@ struct ModelHistory: Sendable, CustomStringConvertible {
             case 98..<100: steps.append(.retryAll)
             case 100..<103: steps.append(.network(Int(random.next(below: 3))))
             case 103..<106: steps.append(.raise(id: anyId))
-            default: steps.append(.unreachable(steps: pick([1, 2, 4])))
+            case 106..<110: steps.append(.unreachable(steps: pick([1, 2, 4])))
+            case 110..<118: steps.append(.serviceRuns(count: pick([1, 2, 5, 20])))
+            case 118..<120: steps.append(.serviceLoses)
+            default: steps.append(.serviceRepeats)
             }
         }
         return ModelHistory(seed: seed, setup: setup, steps: steps)

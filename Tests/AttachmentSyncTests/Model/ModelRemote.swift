@@ -83,6 +83,11 @@ actor RemoteStore {
         }
     }
 
+    /// What the server says about an object (a HEAD; no fault applies), or `nil`.
+    func info(_ name: String) -> RemoteObjectInfo? {
+        objects[Self.key(name)].map { RemoteObjectInfo(size: Int64($0.data.count), sha256: $0.sha256) }
+    }
+
     func delete(_ name: String) throws {
         if let fault = takeFault() { try Self.fail(fault, name) }
         objects[Self.key(name)] = nil

@@ -1,6 +1,7 @@
 import AttachmentSyncTesting
 import Foundation
 import GRDB
+import Logging
 
 @testable import AttachmentSync
 
@@ -29,6 +30,8 @@ final class ModelRun {
     let history: ModelHistory
     let root: URL
     let store = RemoteStore()
+    /// The system's background transfer service (when the setup hands transfers off); it outlives restarts.
+    private(set) lazy var background = BackgroundStore(bodies: root.appendingPathComponent("service"), remote: store)
     let clock = ManualClock()
     /// The device's network, which steps take down, make metered and bring back; it outlives restarts.
     let network = ManualNetworkConditions()
@@ -183,6 +186,16 @@ final class ModelRun {
         if let above = history.setup.unmeteredAbove { configuration.networkPolicy = .unmetered(above: above) }
         configuration.files = disk
         configuration.startupFileCheck = history.setup.backgroundStartupCheck ? .inBackground : .beforeReady
+        if ProcessInfo.processInfo.environment["ATTACHMENT_SYNC_MODEL_DEBUG"] != nil {
+            var logger = Logger(label: "model") { StreamLogHandler.standardError(label: $0) }
+            logger.logLevel = .debug
+            configuration.logger = logger
+        }
+        if history.setup.background {
+            var transfers = BackgroundTransfers(service: ModelBackgroundService(store: background, crash: crash))
+            transfers.recoveryDelay = .seconds(20)
+            configuration.backgroundTransfers = transfers
+        }
         queue = AttachmentQueue(
             db: db, remoteStorage: ModelRemote(store: store, disk: disk), configuration: configuration,
             localStorage: FileManagerStorageAdapter(files: disk))
@@ -211,6 +224,8 @@ final class ModelRun {
     private func restart() async throws {
         await queue.close()
         try await db.close()
+        // While the app is dead, the service finishes what it was handed (all of it, or one transfer).
+        if history.setup.background { await background.run(stepIndex.isMultiple(of: 2) ? 1_000 : 1) }
         crashArmed = false
         startupIncomplete = false
         try await open()
@@ -376,6 +391,12 @@ final class ModelRun {
         case .unreachable(let steps):
             access.deny(true)
             unreachableSteps = max(unreachableSteps, steps)
+        case .serviceRuns(let count):
+            await background.run(count)
+        case .serviceLoses:
+            await background.loseOne()
+        case .serviceRepeats:
+            await background.repeatLast()
         }
         // While syncing, let the background work finish before looking.
         if syncing, !crash.hasCrashed { try? await queue.syncNow() }
@@ -399,14 +420,18 @@ final class ModelRun {
         // under the id of an attachment it still has, even one whose local copy was evicted (only its
         // remote copy is left, which the new upload would replace; detecting that is issue 12's).
         if committed[Self.key(id)] != nil, (try? await record(id)) == nil { return }
-        let existed = (try? await record(id)) != nil
+        let before = (try? await record(id)) ?? nil
+        let existed = before != nil
+        // A record being deleted may be gone by the time the save looks (its delete transfer runs meanwhile):
+        // the save may then fail or succeed.
+        let mayHaveGone = before?.state == .queuedDelete
         if var handover {
             handover.committed = nil
             handovers.append(handover)
         }
         do {
             let saved = try await call(queue)
-            if existed {
+            if existed, !mayHaveGone {
                 violation("saving over existing attachment \(id.debugDescription) succeeded", kind: "all-or-nothing")
             }
             if saved.contentHash != FileStreaming.sha256(data) {
@@ -619,10 +644,22 @@ final class ModelRun {
             }
             await emit()
             try? await queue.syncNow()
+            await background.run(1_000)
+            try? await queue.syncNow()
             await clock.advance(by: Self.maximumDelay + .seconds(1))
         }
         await emit()
         try? await queue.syncNow()
+        await background.run(1_000)
+        try? await queue.syncNow()
+        if history.setup.background {
+            let (handed, results) = (await background.handed.keys.sorted(), await background.results.keys.sorted())
+            if !handed.isEmpty || !results.isEmpty {
+                violation(
+                    "converged: the background service still holds transfers \(handed) and results \(results)",
+                    kind: "converge")
+            }
+        }
         try await restart()
 
         let records = try await records()

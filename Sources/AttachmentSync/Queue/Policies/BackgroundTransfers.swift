@@ -4,7 +4,7 @@ import Foundation
 /// platforms), so that they go on while the app is suspended or terminated.
 ///
 /// A transfer goes to the service when the remote can form its request ahead of time
-/// (``BackgroundTransferForming``: ``S3RemoteStorage`` and ``PresignedRemoteStorage`` in the HTTP module),
+/// (``BackgroundTransferForming``: `S3RemoteStorage` and `PresignedRemoteStorage` in AttachmentSyncHTTP),
 /// its direction is switched on here, and its size is at least ``minimumBytes``. Everything else runs in the
 /// process as before: deletes, downloads asked for with ``AttachmentQueue/download(attachmentId:)`` and
 /// transfers an app raised (someone waits for those: the system may start a background transfer minutes

@@ -6,22 +6,31 @@ import Logging
 /// hand-off record is gone (removed in the transaction that booked it), so a crash at any point leaves either
 /// the record and the result (adopted again, from the start) or neither.
 extension AttachmentQueue {
-    /// Reads the service's results and the queue's hand-off records and carries out what they call for; runs
-    /// one at a time (a call while one runs makes it go round once more). Only the lease holder adopts.
-    /// Errors are logged; the next trigger tries again.
+    /// Reads the service's results and the queue's hand-off records and carries out what they call for, and
+    /// returns when that is done: every result the service held when it was called is adopted (or left for a
+    /// later try by an error). Adoptions run one at a time, in a task of their own (a caller's cancellation,
+    /// `stopSync`'s say, must not cut one short between its commit and its acknowledgement); a call while one
+    /// runs makes it go round once more and waits for it. Only the lease holder adopts. Errors are logged;
+    /// the next trigger tries again.
     func adoptHandOffs() async {
         guard let context = handOffContext else { return }
-        guard !adoption.running else {
+        if let running = adoption.task {
             adoption.again = true
+            await running.value
             return
         }
-        guard await holdsCurrentLease() else { return }
-        adoption.running = true
-        defer { adoption.running = false }
+        let task = Task { await self.adoptRounds(context) }
+        adoption.task = task
+        await task.value
+    }
+
+    private func adoptRounds(_ context: HandOffContext) async {
         repeat {
             adoption.again = false
+            guard await holdsCurrentLease() else { break }
             await adoptOnce(context)
         } while adoption.again
+        adoption.task = nil
     }
 
     /// Adopts results as the service says they may have arrived, while syncing.
@@ -172,18 +181,27 @@ extension AttachmentQueue {
         }
     }
 
-    /// A download the service finished: its body is linked (or copied) to the partial file's name, verified
-    /// and put in place by the same code as an in-process download; its record goes in that commit.
+    /// A download the service finished: its body is linked (or copied) into the attachments folder under a
+    /// temporary name of its own (not the partial file's: a download asked for on demand may be writing that
+    /// one), verified and put in place by the same code as an in-process download; its record goes in that
+    /// commit.
     private func adoptDownload(
         _ handOff: HandOffStore.HandOff, _ result: BackgroundTransferResult, _ context: HandOffContext
     ) async {
         guard let record = await currentRecord(of: handOff, context), let body = result.bodyFile else { return }
         let worker = makeTransferWorker()
         let files = files
+        guard (try? files.info(atPath: body.path)) ?? nil != nil else {
+            await bookHandOffFailure(
+                handOff,
+                AttachmentError(
+                    code: .remoteFailure, message: "the background service's file for the download is gone",
+                    attachmentId: record.id, path: body.path), context)
+            return
+        }
+        let staging = localPath(FileName.uniqueTemporaryName())
         do {
             let localName = try record.localName()
-            let staging = localPath(FileName.downloadingName(for: localName))
-            try files.removeFile(atPath: staging)
             do {
                 try files.link(body.path, to: staging)
             } catch {
@@ -215,6 +233,7 @@ extension AttachmentQueue {
                 eventCenter.send(.downloaded(attachmentId: record.id, bytes: bytes))
             }
         } catch {
+            try? files.removeFile(atPath: staging)
             logError("adopting a background download failed; it is adopted later", error, id: record.id)
         }
     }
@@ -343,7 +362,8 @@ extension AttachmentQueue {
 extension AttachmentQueue {
     /// Adoption's state on the actor.
     struct AdoptionState {
-        var running = false
+        /// The adoption running now.
+        var task: Task<Void, Never>?
         var again = false
         /// Wakes adoption when a record becomes due for recovery.
         var recoveryCheck: Task<Void, Never>?

@@ -67,6 +67,10 @@ extension TransferWorker {
     ) async throws -> TransferReport {
         let store = store
         let handOffs = context.store
+        // Named as being handed over before the record exists: an adoption that reads the record meanwhile
+        // must not take it for one the service lost.
+        context.handing.withLock { _ = $0.insert(handOff.id) }
+        defer { context.handing.withLock { _ = $0.remove(handOff.id) } }
         let recorded = try await db.writeTransaction { tx in
             guard let current = try store.record(id: record.id, in: tx), current.state == record.state,
                 current.localPath == record.localPath
@@ -74,8 +78,6 @@ extension TransferWorker {
             return try handOffs.record(handOff, in: tx)
         }
         guard recorded else { return .superseded }
-        context.handing.withLock { _ = $0.insert(handOff.id) }
-        defer { context.handing.withLock { _ = $0.remove(handOff.id) } }
         do {
             try await context.options.service.hand(handOff.transfer(in: directory, requiresUnmeteredNetwork: unmetered))
         } catch {
