@@ -117,6 +117,7 @@ extension AttachmentQueue {
         var retries: [QueueStatus.Retry] = []
         var givenUp: [QueueStatus.GivenUp] = []
         var localOnly = QueueStatus.Totals(count: 0, bytes: 0)
+        var handedOff: [AttachmentState: QueueStatus.Totals] = [:]
         var classes: [CachePolicy.Class: Int64] = [:]
         for row in rows {
             // Saturating: the sizes come from synced rows, and any device can write Int64.max.
@@ -137,10 +138,11 @@ extension AttachmentQueue {
             if let retry = row.retry { retries.append(retry) }
             if let entry = row.givenUp { givenUp.append(entry) }
             if let totals = row.localOnly { localOnly = totals }
+            if let totals = row.handedOff { handedOff[row.state] = totals }
             local = local.addingClamped(row.localBytes)
         }
         let (transfers, bytes) = progress?.snapshot() ?? ([], 0)
-        return QueueStatus(
+        var status = QueueStatus(
             states: states, localContentBytes: local, transfers: transfers, bytesTransferred: bytes,
             throttledConcurrency: progress?.loweredConcurrency, network: progress?.networkConditions,
             isPausedForLocalFiles: progress?.isPausedForLocalFiles ?? false,
@@ -153,6 +155,8 @@ extension AttachmentQueue {
                 budget: budget, usedBytes: classes.values.reduce(0) { $0.addingClamped($1) },
                 evictableBytes: classes[.evictable] ?? 0, pinnedBytes: classes[.pinned] ?? 0,
                 notUploadedBytes: classes[.notUploaded] ?? 0, keptBytes: classes[.kept] ?? 0))
+        status.handedOff = handedOff
+        return status
     }
 
     // MARK: - Records

@@ -106,6 +106,18 @@ public struct QueueStatus: Sendable {
     /// ``AttachmentQueue/syncNow()``, the periodic pass, the device's unlock on iOS) and goes on as soon as
     /// one reaches its files. ``waitingForLocalFiles`` lists the transfers waiting.
     public var isPausedForLocalFiles: Bool = false
+    /// The transfers handed to the background transfer service (see
+    /// ``AttachmentQueue/Configuration/backgroundTransfers``) whose results are not adopted yet, by the state
+    /// of their attachment (``AttachmentState/queuedUpload`` or ``AttachmentState/queuedDownload``; one
+    /// deleted or archived meanwhile shows under its new state). They are counted in ``states`` too: their
+    /// attachments stay queued until the results come back. The system runs them when it sees fit, and
+    /// reports no progress of them. Empty when nothing was handed off.
+    ///
+    /// ```swift
+    /// let background = status.handedOff[.queuedUpload]?.count ?? 0
+    /// label.text = "\(status.count(.queuedUpload) - background) waiting, \(background) uploading in the background"
+    /// ```
+    public var handedOff: [AttachmentState: Totals] = [:]
     /// Attachments waiting for a retry, soonest first.
     public var waitingForRetry: [Retry]
     /// The downloads among ``waitingForRetry`` whose remote file does not exist yet: the devices that saved

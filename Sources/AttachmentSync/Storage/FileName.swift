@@ -208,6 +208,10 @@ package enum FileName {
     /// Where a download is written before it is moved into place.
     static func downloadingName(for localName: String) -> String { "\(temporaryPrefix)download-\(localName)" }
 
+    /// The name a download made by a background service is verified under before it is put in place (not the
+    /// partial file's: a download asked for on demand may be writing that one). A leftover at startup.
+    static func adoptingName(for localName: String) -> String { "\(temporaryPrefix)adopt-\(localName)" }
+
     /// Where a remote adapter may keep what it needs to resume the partial download `partialName` (an HTTP
     /// ETag, say); startup keeps it as long as the partial file.
     package static func resumeValidatorName(for partialName: String) -> String {

@@ -135,4 +135,64 @@ struct BackgroundHandOffTests {
             }
         }
     }
+
+    @Test(
+        "the status shows handed-off uploads (queued, handed off) until the service runs them, a relaunched app adopts their results, and nothing is sent twice"
+    )
+    func statusAndRelaunch() async throws {
+        try await S3TestBucket.with("handoff-status") { storage, bucket in
+            try await withTemporaryDirectory { directory in
+                let spool = directory.appendingPathComponent("spool")
+                let service = try SpoolTransferService(folder: spool)
+                let folder = directory.appendingPathComponent("app")
+                var saved: [(id: String, content: Data)] = []
+                // The service process is not running yet: the system has the transfers, and has not run them.
+                try await S3QueueDevice.with(
+                    folder: folder, storage: storage,
+                    configure: { $0.backgroundTransfers = BackgroundTransfers(service: service) }
+                ) { app in
+                    try await app.queue.startSync()
+                    for index in 0..<3 {
+                        let content = testBytes(count: 20_000 + index, seed: UInt32(400 + index))
+                        let photo = try await app.queue.saveFile(
+                            data: content, mediaType: "image/jpeg", fileExtension: "jpg")
+                        saved.append((photo.id, content))
+                    }
+                    let status = try await withDeadline("three uploads handed off") {
+                        for await status in app.queue.status where status.handedOff[.queuedUpload]?.count == 3 {
+                            return status
+                        }
+                        throw AttachmentError(code: .timedOut, message: "the status stream ended")
+                    }
+                    #expect(status.count(.queuedUpload) == 3, "still queued until adopted")
+                    #expect(status.handedOff[.queuedUpload]?.bytes == Int64(saved.map(\.content.count).reduce(0, +)))
+                    #expect(try await service.running().count == 3)
+                }
+                // The app is gone; the service runs the transfers; the app comes back and adopts the results.
+                let process = try SpoolTransferServiceTests.startService(spool)
+                defer { process.kill() }
+                _ = try await SpoolTransferServiceTests.waitForResults(service, try await service.running())
+                try await S3QueueDevice.with(
+                    folder: folder, storage: storage,
+                    configure: { $0.backgroundTransfers = BackgroundTransfers(service: service) }
+                ) { app in
+                    try await app.queue.startSync()
+                    for file in saved { try await app.waitForState(file.id, .synced) }
+                    try await Self.waitUntilAcknowledged(service)
+                    let status = try await withDeadline("nothing handed off") {
+                        for await status in app.queue.status where status.handedOff.isEmpty { return status }
+                        throw AttachmentError(code: .timedOut, message: "the status stream ended")
+                    }
+                    #expect(status.count(.synced) == 3)
+                }
+                for file in saved {
+                    let stored = try await storage.downloadFile(
+                        attachment: BackgroundRequestTests.attachment(file.id + ".jpg", file.content))
+                    #expect(stored == file.content)
+                }
+                let usage = try await CephUsage.settled(bucket: bucket.name)
+                #expect(usage["put_obj"].all == 3, "\(usage)")
+            }
+        }
+    }
 }

@@ -97,6 +97,11 @@ struct HandOffStoreTests {
                 try AttachmentStore(table: "attachments").queued(limit: 10, readyAt: 100, in: tx).map(\.id)
             )
         }
+        let status = AttachmentQueue.snapshot(
+            try await db.getAll(sql: store.statusSQL) { try AttachmentStore.statusRow($0) }, progress: nil, budget: nil)
+        #expect(status.handedOff[.queuedUpload]?.count == 1)
+        #expect(status.handedOff[.queuedDownload]?.count == 1)
+        #expect(status.count(.queuedUpload) == 2, "handed-off attachments stay queued")
         #expect(queued == ["up-2", "delete-1", "down-1"])
         #expect(raised == ["up-2"])
         #expect(plain == ["up-1", "up-2", "delete-1", "down-1", "down-2"], "a queue that hands nothing off reads all")

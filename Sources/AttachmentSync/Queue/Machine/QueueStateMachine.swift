@@ -2,13 +2,12 @@
 /// save holds, which failed transfers wait for the next trigger, what becomes of a failed transfer, when
 /// the queue is idle, when to wake for a retry, and what the next reconcile must look at.
 ///
-/// A plain value: no I/O, no clock reads, no suspension, and its state private. Each concern is a
-/// sub-machine with its own tests (``TransferSlots``, ``TransferPriority``, ``QueueLifecycle``,
-/// ``RetryTimer``, ``ReconcileBaseline``, ``StartupLedger``, ``FailurePolicy``). ``AttachmentQueue`` feeds
-/// it events; each returns the ``Action``s it calls for, which one runner carries out
-/// (`AttachmentQueue.run(_:)`), so every race between the actor's suspension points is a sequence of
-/// events a synchronous test can replay. `Handle` is what the queue keeps to cancel or await a task,
-/// `Waiter` a suspended caller (a continuation); tests use plain numbers for both.
+/// A plain value: no I/O, no clock reads, no suspension, and its state private. Each concern is a sub-machine
+/// with its own tests (``TransferSlots``, ``TransferPriority``, ``QueueLifecycle``, ``RetryTimer``,
+/// ``ReconcileBaseline``, ``StartupLedger``, ``FailurePolicy``). ``AttachmentQueue`` feeds it events; each
+/// returns the ``Action``s it calls for, which one runner carries out (`AttachmentQueue.run(_:)`), so every
+/// race between the actor's suspension points is a sequence of events a synchronous test can replay.
+/// `Handle` is what the queue keeps to cancel or await a task, `Waiter` a suspended caller (a continuation).
 struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
     // MARK: - State (private: events change it, queries read it)
 
@@ -153,8 +152,11 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
 
     // MARK: - Reconcile baseline (see ``ReconcileBaseline``)
 
-    /// A record was changed by the queue (a commit, an eviction): the next reconcile looks at it.
-    mutating func noteChanged(_ id: String) { baseline.noteChanged(id) }
+    /// The queue changed a record (commit, eviction, adoption): the next reconcile and the background check heed it.
+    mutating func noteChanged(_ id: String) {
+        baseline.noteChanged(id)
+        ledger.note(id)
+    }
     /// The ids the next reconcile looks at besides the emission's changes.
     var changedSinceReconcile: Set<String> { baseline.changed }
     mutating func reconcileStarted() -> ReconcileStart { baseline.started() }

@@ -48,6 +48,20 @@ extension AttachmentStore {
             UNION ALL
             SELECT 4, 0, count(*), CAST(total(\(size)) AS INTEGER), 0, class, NULL, NULL, NULL, NULL, NULL
             FROM (SELECT size, \(Self.cacheClassSQL) AS class FROM \(table) WHERE local_uri IS NOT NULL) GROUP BY class
+            """ + handedOffStatusSQL
+    }
+
+    /// The status query's rows of transfers handed to a background service (totals by the attachment's
+    /// state), when the queue hands transfers off.
+    private var handedOffStatusSQL: String {
+        guard let scope = handOffScope else { return "" }
+        let size = Self.countedSizeSQL
+        return """
+
+            UNION ALL
+            SELECT 5, a.state, count(*), CAST(total(\(size)) AS INTEGER), 0, NULL, NULL, NULL, NULL, NULL, NULL
+            FROM \(HandOffStore.table) h JOIN \(table) a ON a.id = h.attachment_id WHERE h.scope = \(scope)
+            GROUP BY a.state
             """
     }
 

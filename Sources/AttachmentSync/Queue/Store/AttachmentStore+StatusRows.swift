@@ -11,6 +11,8 @@ extension AttachmentStore {
         var retry: QueueStatus.Retry?
         var givenUp: QueueStatus.GivenUp?
         var localOnly: QueueStatus.Totals?
+        /// Totals of the attachments of `state` handed to a background service.
+        var handedOff: QueueStatus.Totals?
         /// Local bytes of one ``CachePolicy/Class``.
         var cacheClass: (CachePolicy.Class, Int64)?
     }
@@ -33,6 +35,13 @@ extension AttachmentStore {
                     attempts: try cursor.getIntOptional(name: "attempts") ?? 0,
                     lastError: try cursor.getStringOptional(name: "err"),
                     isLocalOnly: (try cursor.getIntOptional(name: "next") ?? 0) == 1))
+        }
+        if kind == 5 {
+            return StatusRow(
+                state: state, localBytes: 0,
+                handedOff: QueueStatus.Totals(
+                    count: try cursor.getIntOptional(name: "n") ?? 0,
+                    bytes: try cursor.getInt64Optional(name: "bytes") ?? 0))
         }
         if kind == 3 {
             return StatusRow(

@@ -8,15 +8,17 @@ struct AttachmentStore: Sendable {
     /// The condition that leaves out of the queued reads the attachments handed to a background service
     /// (they are queued, but their transfer runs elsewhere), or `""` when the queue hands none over.
     let notHandedOff: String
+    /// The hand-off records' scope (`table`, as an SQL literal) when the queue hands transfers off.
+    let handOffScope: String?
 
     /// A store of `table`; `handsOff` when the queue hands transfers to a background service (the
     /// hand-offs table exists then).
     init(table: String, handsOff: Bool = false) {
         self.table = SqlIdentifier.quote(table)
+        handOffScope = handsOff ? SqlIdentifier.quoteLiteral(table) : nil
         notHandedOff =
-            handsOff
-            ? " AND id NOT IN (SELECT attachment_id FROM \(HandOffStore.table) WHERE scope = "
-                + "\(SqlIdentifier.quoteLiteral(table)))" : ""
+            handOffScope.map { " AND id NOT IN (SELECT attachment_id FROM \(HandOffStore.table) WHERE scope = \($0))" }
+            ?? ""
     }
 
     // MARK: Reads

@@ -36,7 +36,8 @@ struct HandOffStore: Sendable {
         }
     }
 
-    /// Creates the table when it is missing.
+    /// Creates the table when it is missing. A rowid table: SQLite reports no changes of a `WITHOUT ROWID`
+    /// table to GRDB's observation, and the queue's status watches this one.
     func createTable(in tx: SqlTransaction) throws {
         _ = try tx.execute(
             sql: """
@@ -44,7 +45,7 @@ struct HandOffStore: Sendable {
                     scope TEXT NOT NULL, id TEXT NOT NULL, attachment_id TEXT NOT NULL, direction TEXT NOT NULL,
                     request TEXT NOT NULL, body_file TEXT, expected_size INTEGER, sha256 TEXT,
                     created_at INTEGER NOT NULL, PRIMARY KEY (scope, id), UNIQUE (scope, attachment_id)
-                ) WITHOUT ROWID
+                )
                 """)
     }
 

@@ -163,6 +163,7 @@ extension AttachmentQueue {
     private func commitUpload(
         _ handOff: HandOffStore.HandOff, of record: AttachmentRecord, size: Int64, _ context: HandOffContext
     ) async {
+        machine.noteChanged(record.id)
         let store = store
         let handOffs = context.store
         let timestamp = timestamps.next()
@@ -181,17 +182,24 @@ extension AttachmentQueue {
         }
     }
 
-    /// A download the service finished: its body is linked (or copied) into the attachments folder under a
-    /// temporary name of its own (not the partial file's: a download asked for on demand may be writing that
-    /// one), verified and put in place by the same code as an in-process download; its record goes in that
-    /// commit.
+    /// A download the service finished: its body is linked (copied when it is on another volume) into the
+    /// attachments folder under a temporary name of its own (``FileName/adoptingName(for:)``), verified and
+    /// put in place by the same code as an in-process download; its record goes in that commit.
     private func adoptDownload(
         _ handOff: HandOffStore.HandOff, _ result: BackgroundTransferResult, _ context: HandOffContext
     ) async {
         guard let record = await currentRecord(of: handOff, context), let body = result.bodyFile else { return }
+        machine.noteChanged(record.id)
         let worker = makeTransferWorker()
         let files = files
-        guard (try? files.info(atPath: body.path)) ?? nil != nil else {
+        let present: Bool
+        do {
+            present = try files.info(atPath: body.path) != nil
+        } catch {
+            logError("the background service's file for a download cannot be looked at; adopted later", error)
+            return
+        }
+        guard present else {
             await bookHandOffFailure(
                 handOff,
                 AttachmentError(
@@ -199,15 +207,18 @@ extension AttachmentQueue {
                     attachmentId: record.id, path: body.path), context)
             return
         }
-        let staging = localPath(FileName.uniqueTemporaryName())
+        var staging: String?
         do {
             let localName = try record.localName()
+            let adopting = localPath(FileName.adoptingName(for: localName))
+            staging = adopting
+            try files.removeFile(atPath: adopting)
             do {
-                try files.link(body.path, to: staging)
-            } catch {
-                try await onBlockingThread { try FileManager.default.copyItem(atPath: body.path, toPath: staging) }
+                try files.link(body.path, to: adopting)
+            } catch let error as AttachmentError where (error.underlying as? POSIXError)?.code == .EXDEV {
+                try await onBlockingThread { try FileManager.default.copyItem(atPath: body.path, toPath: adopting) }
             }
-            let (size, sha256) = try await files.digest(ofFileAt: staging)
+            let (size, sha256) = try await files.digest(ofFileAt: adopting)
             var remote = RemoteObjectInfo(size: result.header("Content-Length").flatMap { Int64($0) })
             if record.contentHash == nil {
                 remote =
@@ -215,15 +226,15 @@ extension AttachmentQueue {
                     ?? remote
             }
             do {
-                try TransferWorker.verify(size: size, sha256: sha256, of: record, remote: remote, path: staging)
+                try TransferWorker.verify(size: size, sha256: sha256, of: record, remote: remote, path: adopting)
             } catch {
-                try? files.removeFile(atPath: staging)
+                try? files.removeFile(atPath: adopting)
                 await bookHandOffFailure(handOff, error, context)
                 return
             }
-            try files.setAttributes(localFilePolicy.attributes(for: .download), atPath: staging)
+            try files.setAttributes(localFilePolicy.attributes(for: .download), atPath: adopting)
             var entry = DownloadCommitter.Entry(
-                record: record, size: size, sha256: sha256, stagingPath: staging, finalPath: localPath(localName),
+                record: record, size: size, sha256: sha256, stagingPath: adopting, finalPath: localPath(localName),
                 localName: localName, needsFlush: true)
             entry.handOff = (context.store, handOff.id)
             let report = try await downloadCommitter.commit(entry, with: worker)
@@ -233,7 +244,7 @@ extension AttachmentQueue {
                 eventCenter.send(.downloaded(attachmentId: record.id, bytes: bytes))
             }
         } catch {
-            try? files.removeFile(atPath: staging)
+            if let staging { try? files.removeFile(atPath: staging) }
             logError("adopting a background download failed; it is adopted later", error, id: record.id)
         }
     }
