@@ -195,4 +195,69 @@ struct BackgroundHandOffTests {
             }
         }
     }
+
+    @Test(
+        "a lost report and a lost transfer: the upload the service stored is confirmed from the remote (no second PUT), the download it forgot is handed over again"
+    )
+    func lostReportAndLostTransfer() async throws {
+        try await S3TestBucket.with("handoff-lost") { storage, bucket in
+            try await withTemporaryDirectory { directory in
+                let spool = directory.appendingPathComponent("spool")
+                let service = try SpoolTransferService(folder: spool)
+                let folder = directory.appendingPathComponent("app")
+                // Another device's photo, for the download.
+                let remoteContent = testBytes(count: 30_000, seed: 501)
+                try await storage.uploadFile(
+                    data: remoteContent, attachment: BackgroundRequestTests.attachment("other.jpg", remoteContent))
+                let configure: (inout AttachmentQueue.Configuration) -> Void = { configuration in
+                    var transfers = BackgroundTransfers(service: service)
+                    transfers.recoveryDelay = .milliseconds(500)
+                    configuration.backgroundTransfers = transfers
+                }
+                let content = testBytes(count: 40_000, seed: 502)
+                var uploadId = ""
+                // The app hands both over and goes; the service does not run yet.
+                try await S3QueueDevice.with(folder: folder, storage: storage, configure: configure) { app in
+                    try await app.queue.startSync()
+                    uploadId = try await app.queue.saveFile(
+                        data: content, mediaType: "image/jpeg", fileExtension: "jpg"
+                    ).id
+                    try await app.addChecklist("row-1", photo: "other")
+                    try await withDeadline("two transfers handed over") {
+                        for _ in 0..<1_000 {
+                            if try await service.running().count == 2 { return }
+                            try await Task.sleep(for: .milliseconds(20))
+                        }
+                        throw AttachmentError(code: .timedOut, message: "not handed over")
+                    }
+                }
+                let pending = try await service.running()
+                let transfers = try pending.map { id in
+                    try #require(try service.spool.read(BackgroundTransfer.self, from: service.spool.pendingURL(id)))
+                }
+                let upload = try #require(transfers.first { $0.direction == .upload })
+                let download = try #require(transfers.first { $0.direction == .download })
+                // The service loses the download, runs the upload, and its report of the upload is lost.
+                try service.spool.remove(service.spool.pendingURL(download.id))
+                let process = try SpoolTransferServiceTests.startService(spool)
+                defer { process.kill() }
+                _ = try await SpoolTransferServiceTests.waitForResults(service, [upload.id])
+                try service.spool.remove(service.spool.resultURL(upload.id))
+
+                try await S3QueueDevice.with(folder: folder, storage: storage, configure: configure) { app in
+                    try await app.queue.startSync()
+                    try await app.waitForState(uploadId, .synced)
+                    try await app.waitForState("other", .synced)
+                    #expect(app.bytesOnDisk("other.jpg") == remoteContent)
+                    try await Self.waitUntilAcknowledged(service)
+                }
+                let usage = try await CephUsage.settled(bucket: bucket.name)
+                // The other device's photo and the app's upload, once each.
+                #expect(usage["put_obj"].all == 2, "\(usage)")
+                let stored = try await storage.downloadFile(
+                    attachment: BackgroundRequestTests.attachment(uploadId + ".jpg", content))
+                #expect(stored == content)
+            }
+        }
+    }
 }
