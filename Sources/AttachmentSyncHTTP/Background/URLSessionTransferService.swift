@@ -174,7 +174,7 @@ public final class URLSessionTransferService: BackgroundTransferService {
 }
 
 /// The session's delegate: writes each finished task's result (and a download's body) into the folder before
-/// it returns, then tells the subscribers.
+/// it returns, then tells the subscribers; refuses redirects where the session asks.
 ///
 /// `Sendable`: its stored properties are `let`s of `Sendable` types.
 final class URLSessionTransferDelegate: NSObject, URLSessionDataDelegate, URLSessionDownloadDelegate, Sendable {
@@ -247,7 +247,10 @@ final class URLSessionTransferDelegate: NSObject, URLSessionDataDelegate, URLSes
         _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
         newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
     ) {
-        completionHandler(nil)  // a presigned request goes where it was signed for, or fails
+        // A presigned request goes where it was signed for, or fails. (Apple's background sessions do not
+        // ask: they follow redirects themselves. What arrives is checked all the same: a download's SHA-256
+        // before it is adopted, an upload's object on the remote before it counts.)
+        completionHandler(nil)
     }
 }
 
