@@ -35,6 +35,7 @@ public struct AttachmentError: Error, Sendable, CustomStringConvertible, Localiz
             case directoryInUse
             case timedOut
             case conflict
+            case keyUnavailable
         }
 
         private let value: Value
@@ -94,6 +95,11 @@ public struct AttachmentError: Error, Sendable, CustomStringConvertible, Localiz
         /// ``AttachmentQueue/resolveConflict(attachmentId:keeping:)``. ``AttachmentError/name`` names the
         /// remote file.
         public static let conflict = Code(.conflict)
+
+        /// The encryption key an attachment is (or is to be) encrypted with is not on this device (see
+        /// ``KeyProvider``). Nothing is lost or given up: the transfer waits without spending an attempt and
+        /// runs once the key provider has the key. ``AttachmentError/name`` holds the key's id.
+        public static let keyUnavailable = Code(.keyUnavailable)
 
         /// A readable name, for logs and test failures.
         public var description: String { value.rawValue }

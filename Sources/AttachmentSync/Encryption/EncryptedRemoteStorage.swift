@@ -1,0 +1,252 @@
+import Crypto
+import Foundation
+
+/// A remote that stores only ciphertext: it encrypts each file before another adapter uploads it and
+/// decrypts what that adapter downloads, in the format of <doc:EncryptedAttachmentFormat>, with keys from
+/// the app's ``KeyProvider``.
+///
+/// The wrapped adapter sees an encrypted file: its size, and as its SHA-256 the ciphertext's (what it
+/// stores with the object, and what create-only compares), never the content's. The same attachment always
+/// encrypts to the same bytes (the salt and nonce prefix are derived from the key, the attachment's id and
+/// its content's SHA-256), so an upload tried again after a crash is the same upload, and create-only holds;
+/// two attachments with the same content encrypt differently.
+///
+/// ```swift
+/// let remote = EncryptedRemoteStorage(wrapping: s3, keys: StaticKeyProvider(keys: ["k1": key], current: "k1"))
+/// let queue = AttachmentQueue(db: db, remoteStorage: remote, configuration: configuration)
+/// ```
+///
+/// Work in progress (issue 28): downloads start over rather than resume, background hand-off and key
+/// rotation of stored files are not there yet.
+public struct EncryptedRemoteStorage: RemoteStorageAdapter {
+    /// The adapter that stores the ciphertext.
+    public let base: any RemoteStorageAdapter
+    /// Where the keys come from.
+    public let keys: any KeyProvider
+    /// Content bytes per segment (tests use small ones).
+    let segmentSize: Int
+
+    /// Encrypts what `base` stores with keys from `keys`.
+    public init(wrapping base: any RemoteStorageAdapter, keys: any KeyProvider) {
+        self.init(wrapping: base, keys: keys, segmentSize: EncryptedFormat.defaultSegmentSize)
+    }
+
+    init(wrapping base: any RemoteStorageAdapter, keys: any KeyProvider, segmentSize: Int) {
+        self.base = base
+        self.keys = keys
+        self.segmentSize = segmentSize
+    }
+
+    // MARK: Keys and headers
+
+    /// The key `id`; throws `keyUnavailable` naming the id (never the key) when the provider has none.
+    func masterKey(_ id: String, for attachment: Attachment) async throws -> SymmetricKey {
+        guard let key = try await keys.key(id: id) else {
+            throw AttachmentError(
+                code: .keyUnavailable,
+                message: "the encryption key \(String(reflecting: id)) is not on this device; attachment "
+                    + "\(String(reflecting: attachment.id)) waits for it", attachmentId: attachment.id, name: id)
+        }
+        guard key.bitCount == 256 else {
+            throw AttachmentError(
+                code: .invalidConfiguration,
+                message: "the encryption key \(String(reflecting: id)) is \(key.bitCount) bits, not 256", name: id)
+        }
+        return key
+    }
+
+    /// The header of the attachment's encrypted file: its salt and nonce prefix derived from the key, the
+    /// attachment's id and the content's SHA-256, so the same attachment always encrypts to the same bytes.
+    func header(for attachment: Attachment, contentSHA256: String, keyId: String, key: SymmetricKey) throws
+        -> EncryptedFormat.Header
+    {
+        func derive(_ label: String) -> [UInt8] {
+            let message = Data("AttachmentSync v1 \(label)\u{0}\(keyId)\u{0}\(attachment.id)\u{0}\(contentSHA256)".utf8)
+            return Array(HMAC<SHA256>.authenticationCode(for: message, using: key))
+        }
+        let header = EncryptedFormat.Header(
+            keyId: keyId, segmentSize: segmentSize, salt: derive("salt"),
+            noncePrefix: Array(derive("nonce").prefix(EncryptedFormat.noncePrefixSize)))
+        try header.validate()
+        return header
+    }
+
+    /// The attachment as the wrapped adapter sees its ciphertext: for an upload, the ciphertext's size and
+    /// SHA-256; otherwise neither (the content's would not match the object).
+    static func stored(_ attachment: Attachment, size: Int64? = nil, sha256: String? = nil) -> Attachment {
+        Attachment(
+            id: attachment.id, filename: attachment.filename, state: attachment.state,
+            timestamp: attachment.timestamp, hasSynced: attachment.hasSynced, localUri: attachment.localUri,
+            mediaType: attachment.mediaType, size: size, metaData: attachment.metaData, contentHash: sha256,
+            isOnDemand: attachment.isOnDemand, isPinned: attachment.isPinned, givenUp: attachment.givenUp)
+    }
+
+    // MARK: Uploads
+
+    /// Encrypts the content in memory and uploads the ciphertext.
+    public func uploadFile(data: Data, attachment: Attachment) async throws {
+        let keyId = try await keys.currentKeyId()
+        let key = try await masterKey(keyId, for: attachment)
+        let contentSHA256 = attachment.contentHash?.lowercased() ?? FileStreaming.sha256(data)
+        var stream = try EncryptingStream(
+            header: try header(for: attachment, contentSHA256: contentSHA256, keyId: keyId, key: key), masterKey: key)
+        let sealed = Data(try stream.update(data) + (try stream.finish()))
+        try await base.uploadFile(
+            data: sealed,
+            attachment: Self.stored(attachment, size: Int64(sealed.count), sha256: FileStreaming.sha256(sealed)))
+    }
+
+    /// Encrypts the file into a temporary file beside it (one segment in memory), uploads that, removes it.
+    public func uploadFile(fileURL: URL, attachment: Attachment, progress: @escaping TransferProgressHandler)
+        async throws
+    {
+        let keyId = try await keys.currentKeyId()
+        let key = try await masterKey(keyId, for: attachment)
+        let files = SystemFileOperations()
+        var contentSHA256 = attachment.contentHash?.lowercased()
+        if contentSHA256 == nil { contentSHA256 = try await files.digest(ofFileAt: fileURL.path).sha256 }
+        let header = try header(for: attachment, contentSHA256: contentSHA256 ?? "", keyId: keyId, key: key)
+        let sealed = fileURL.deletingLastPathComponent().appendingPathComponent(FileName.uniqueTemporaryName())
+        defer { try? files.removeFile(atPath: sealed.path) }
+        let (contentSize, sealedSize, sealedSHA256) = try await onBlockingThread {
+            try Self.transform(fileURL, into: sealed) { chunk, stream in
+                try stream.update(chunk)
+            } finish: { stream in
+                try stream.finish()
+            } stream: {
+                try EncryptingStream(header: header, masterKey: key)
+            }
+        }
+        try await base.uploadFile(
+            fileURL: sealed, attachment: Self.stored(attachment, size: sealedSize, sha256: sealedSHA256)
+        ) { sent in
+            progress(Self.contentProgress(sent, contentSize: contentSize, storedSize: sealedSize))
+        }
+    }
+
+    // MARK: Downloads
+
+    /// Downloads the ciphertext and returns the content; throws `integrityMismatch` when it does not decrypt.
+    public func downloadFile(attachment: Attachment) async throws -> Data {
+        let sealed = try await base.downloadFile(attachment: Self.stored(attachment))
+        let header = try Self.header(of: sealed.prefix(304), attachment)
+        let key = try await masterKey(header.keyId, for: attachment)
+        var stream = DecryptingStream { _ in key }
+        do {
+            return Data(try stream.update(sealed) + (try stream.finish()))
+        } catch let failure as EncryptedFormat.Failure {
+            throw Self.rejected(attachment, failure)
+        }
+    }
+
+    /// `false` for now: an interrupted download of an encrypted file starts over.
+    public var supportsRangedDownloads: Bool { false }
+
+    /// Downloads the ciphertext into a temporary file beside `destination`, then decrypts it into
+    /// `destination` (one segment in memory), hashing the content as it is written.
+    public func downloadFile(
+        attachment: Attachment, into destination: URL, from offset: Int64,
+        progress: @escaping TransferProgressHandler
+    ) async throws -> RemoteObjectInfo {
+        let files = SystemFileOperations()
+        let sealed = destination.deletingLastPathComponent().appendingPathComponent(FileName.uniqueTemporaryName())
+        defer { try? files.removeFile(atPath: sealed.path) }
+        _ = try await base.downloadFile(attachment: Self.stored(attachment), into: sealed, from: 0) {
+            sent in
+            progress(TransferProgress(completedBytes: sent.completedBytes, totalBytes: attachment.size))
+        }
+        let head = try files.openForReading(atPath: sealed.path)
+        let start = try head.read(upToCount: 304) ?? Data()
+        try head.close()
+        let header = try Self.header(of: start, attachment)
+        let key = try await masterKey(header.keyId, for: attachment)
+        do {
+            let (_, contentSize, contentSHA256) = try await onBlockingThread {
+                try Self.transform(sealed, into: destination) { chunk, stream in
+                    try stream.update(chunk)
+                } finish: { stream in
+                    try stream.finish()
+                } stream: {
+                    DecryptingStream { _ in key }
+                }
+            }
+            progress(TransferProgress(completedBytes: contentSize, totalBytes: contentSize))
+            return RemoteObjectInfo(writtenSize: contentSize, writtenSHA256: contentSHA256)
+        } catch let failure as EncryptedFormat.Failure {
+            try? files.removeFile(atPath: destination.path)
+            throw Self.rejected(attachment, failure)
+        }
+    }
+
+    /// Deletes the stored ciphertext.
+    public func deleteFile(attachment: Attachment) async throws {
+        try await base.deleteFile(attachment: Self.stored(attachment))
+    }
+
+    /// Lets the wrapped adapter forget an unfinished upload of the ciphertext.
+    public func discardPartialUpload(attachment: Attachment) async throws {
+        try await base.discardPartialUpload(attachment: Self.stored(attachment))
+    }
+
+    // MARK: Helpers
+
+    /// The header at the start of a stored object; throws `integrityMismatch` when there is none.
+    static func header(of start: Data, _ attachment: Attachment) throws -> EncryptedFormat.Header {
+        do {
+            guard let header = try EncryptedFormat.Header.parse(Array(start)) else {
+                throw EncryptedFormat.Failure(kind: .truncated, detail: "the object ends inside its header")
+            }
+            return header
+        } catch let failure as EncryptedFormat.Failure {
+            throw rejected(attachment, failure)
+        }
+    }
+
+    static func rejected(_ attachment: Attachment, _ failure: EncryptedFormat.Failure) -> AttachmentError {
+        AttachmentError(
+            code: .integrityMismatch,
+            message: "the stored object of attachment \(String(reflecting: attachment.id)) does not decrypt: "
+                + "\(failure)", attachmentId: attachment.id, name: attachment.filename, underlying: failure)
+    }
+
+    static func contentProgress(_ sent: TransferProgress, contentSize: Int64, storedSize: Int64) -> TransferProgress {
+        guard storedSize > 0 else { return TransferProgress(completedBytes: 0, totalBytes: contentSize) }
+        let share = Double(sent.completedBytes) / Double(storedSize)
+        return TransferProgress(
+            completedBytes: min(contentSize, Int64(share * Double(contentSize))), totalBytes: contentSize)
+    }
+
+    /// Streams the file at `source` through a stream into `target` (created, flushed), 1 MiB at a time; returns
+    /// the sizes read and written and, with `hashing`, the SHA-256 of what was written.
+    static func transform<Stream>(
+        _ source: URL, into target: URL, hashing: Bool = true,
+        update: (ArraySlice<UInt8>, inout Stream) throws -> [UInt8], finish: (inout Stream) throws -> [UInt8],
+        stream makeStream: () throws -> Stream
+    ) throws -> (read: Int64, written: Int64, sha256: String) {
+        var stream = try makeStream()
+        guard FileManager.default.createFile(atPath: target.path, contents: nil) else {
+            throw AttachmentError(
+                code: .fileSystem, message: "cannot create \(target.lastPathComponent)", path: target.path)
+        }
+        let input = try FileHandle(forReadingFrom: source)
+        defer { try? input.close() }
+        let output = try FileHandle(forWritingTo: target)
+        defer { try? output.close() }
+        var hasher = SHA256()
+        var read: Int64 = 0
+        var written: Int64 = 0
+        func emit(_ bytes: [UInt8]) throws {
+            guard !bytes.isEmpty else { return }
+            if hashing { hasher.update(data: bytes) }
+            try output.write(contentsOf: bytes)
+            written += Int64(bytes.count)
+        }
+        while let chunk = try input.read(upToCount: 1 << 20), !chunk.isEmpty {
+            read += Int64(chunk.count)
+            try emit(update(Array(chunk)[...], &stream))
+        }
+        try emit(finish(&stream))
+        try output.synchronize()
+        return (read, written, hashing ? FileStreaming.hex(hasher.finalize()) : "")
+    }
+}

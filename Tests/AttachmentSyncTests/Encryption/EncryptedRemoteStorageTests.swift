@@ -1,0 +1,124 @@
+import AttachmentSyncTesting
+import Crypto
+import Foundation
+import TestSupport
+import Testing
+
+@testable import AttachmentSync
+
+/// `EncryptedRemoteStorage` over a remote in memory: the remote holds only ciphertext (which the Python
+/// decoder reads back), stores the ciphertext's SHA-256, gets the same bytes for a retried upload, and a
+/// missing key makes a typed error the queue waits on, never a given-up upload.
+@Suite("Encrypted remote storage", .cleansUp)
+struct EncryptedRemoteStorageTests {
+    static let keys = StaticKeyProvider(keys: EncryptedFormatTests.keys, current: "k1")
+
+    static func attachment(_ id: String, _ content: Data) -> AttachmentSync.Attachment {
+        AttachmentSync.Attachment(
+            id: id, filename: id + ".jpg", state: .queuedUpload, size: Int64(content.count),
+            contentHash: FileStreaming.sha256(content))
+    }
+
+    @Test(
+        "the remote holds ciphertext only, with its SHA-256; a retried upload sends the same bytes; downloads decrypt")
+    func remoteHoldsCiphertext() async throws {
+        let folder = try TemporaryDirectory()
+        let memory = InMemoryRemoteStorage()
+        await memory.setCreateOnly(true)
+        let remote = EncryptedRemoteStorage(wrapping: memory, keys: Self.keys)
+        var random = SplitMix64(seed: 5)
+        let content = Data((0..<150_000).map { _ in UInt8(truncatingIfNeeded: random.next()) })
+        let file = URL(fileURLWithPath: folder.path("photo.jpg"))
+        try content.write(to: file)
+        let photo = Self.attachment("photo", content)
+        let reported = LockedValue<[TransferProgress]>([])
+        try await remote.uploadFile(fileURL: file, attachment: photo) { progress in
+            reported.withLock { $0.append(progress) }
+        }
+        let stored = try #require(await memory.file(named: "photo.jpg"))
+        #expect(stored.starts(with: Data("ASE".utf8)))
+        #expect(stored.range(of: content.prefix(32)) == nil, "no content in the clear")
+        #expect(await memory.storedSHA256(named: "photo.jpg") == FileStreaming.sha256(stored))
+        #expect(await memory.storedSHA256(named: "photo.jpg") != photo.contentHash, "no content hash on the remote")
+        #expect(reported.withLock { $0 }.last?.totalBytes == Int64(content.count), "progress in content bytes")
+        #expect(try EncryptedFormatTests.pythonDecrypt(Array(stored), in: folder) == Array(content))
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasPrefix(".") }
+        #expect(leftovers.isEmpty, "the temporary ciphertext is removed: \(leftovers)")
+
+        // Tried again (a crash after the upload, before its commit): the same bytes, so create-only holds.
+        try await remote.uploadFile(data: content, attachment: photo)
+        #expect(await memory.file(named: "photo.jpg") == stored)
+        // The same content under another id encrypts differently.
+        try await remote.uploadFile(data: content, attachment: Self.attachment("copy", content))
+        #expect(await memory.file(named: "copy.jpg") != stored)
+
+        let target = URL(fileURLWithPath: folder.path("downloaded"))
+        let info = try await remote.downloadFile(attachment: photo, into: target, from: 0) { _ in }
+        #expect(try Data(contentsOf: target) == content)
+        #expect(info.writtenSHA256 == photo.contentHash)
+        #expect(try await remote.downloadFile(attachment: photo) == content)
+    }
+
+    @Test("an object changed on the remote, or not encrypted, is refused as an integrity mismatch")
+    func tamperedObjectIsRefused() async throws {
+        let folder = try TemporaryDirectory()
+        let memory = InMemoryRemoteStorage()
+        let remote = EncryptedRemoteStorage(wrapping: memory, keys: Self.keys, segmentSize: 1_024)
+        let content = Data(repeating: 9, count: 5_000)
+        let photo = Self.attachment("photo", content)
+        try await remote.uploadFile(data: content, attachment: photo)
+        var stored = try #require(await memory.file(named: "photo.jpg"))
+        stored[stored.count - 30] ^= 1
+        await memory.setFile(stored, named: "photo.jpg")
+        let target = URL(fileURLWithPath: folder.path("downloaded"))
+        await #expect(throws: AttachmentError.self) {
+            _ = try await remote.downloadFile(attachment: photo, into: target, from: 0) { _ in }
+        }
+        #expect(!FileManager.default.fileExists(atPath: target.path), "no partial content left")
+        await memory.setFile(content, named: "photo.jpg")
+        do {
+            _ = try await remote.downloadFile(attachment: photo)
+            Issue.record("plain content was accepted")
+        } catch let error as AttachmentError {
+            #expect(error.code == .integrityMismatch)
+        }
+    }
+
+    /// A provider whose keys can be added while the queue runs.
+    final class ChangingKeys: KeyProvider {
+        let keys = LockedValue<[String: SymmetricKey]>([:])
+        func currentKeyId() async throws -> String { "k1" }
+        func key(id: String) async throws -> SymmetricKey? { keys.withLock { $0[id] } }
+    }
+
+    @Test("without its key an upload waits, with a typed error naming the key and no attempt spent; with it, it goes")
+    func missingKeyWaits() async throws {
+        let memory = InMemoryRemoteStorage()
+        let keys = ChangingKeys()
+        let remote = EncryptedRemoteStorage(wrapping: memory, keys: keys)
+        do {
+            try await remote.uploadFile(data: Data([1]), attachment: Self.attachment("x", Data([1])))
+            Issue.record("uploaded without a key")
+        } catch let error as AttachmentError {
+            #expect(error.code == .keyUnavailable)
+            #expect(error.name == "k1")
+        }
+
+        let harness = try QueueHarness(remote: remote) { $0.maxAttempts = 1 }
+        let content = Data(repeating: 3, count: 10_000)
+        let photo = try await harness.queue.saveFile(data: content, mediaType: "image/jpeg", fileExtension: "jpg")
+        try await harness.queue.syncNow()
+        let waiting = try #require(try await harness.queue.attachment(id: photo.id))
+        #expect(waiting.state == .queuedUpload, "not given up with maxAttempts 1")
+        #expect(waiting.givenUp == nil)
+        #expect(await memory.file(named: photo.filename) == nil)
+
+        keys.keys.withLock { $0["k1"] = EncryptedFormatTests.keys["k1"] }
+        try await harness.queue.retryAll()
+        try await harness.queue.syncNow()
+        #expect(try await harness.queue.attachment(id: photo.id)?.state == .synced)
+        let stored = try #require(await memory.file(named: photo.filename))
+        #expect(stored.starts(with: Data("ASE".utf8)))
+        await harness.queue.close()
+    }
+}
