@@ -121,4 +121,26 @@ struct EncryptedRemoteStorageTests {
         #expect(stored.starts(with: Data("ASE".utf8)))
         await harness.queue.close()
     }
+
+    @Test("two devices with the same keys: one saves, the other downloads the content byte-exact; the remote saw only ciphertext")
+    func twoDevices() async throws {
+        let memory = InMemoryRemoteStorage()
+        await memory.setCreateOnly(true)
+        let a = try QueueHarness(remote: EncryptedRemoteStorage(wrapping: memory, keys: Self.keys))
+        let b = try QueueHarness(watch: true, remote: EncryptedRemoteStorage(wrapping: memory, keys: Self.keys))
+        var random = SplitMix64(seed: 9)
+        let content = Data((0..<200_000).map { _ in UInt8(truncatingIfNeeded: random.next()) })
+        let photo = try await a.queue.saveFile(data: content, mediaType: "image/jpeg", fileExtension: "jpg")
+        try await a.queue.syncNow()
+        #expect(try await a.queue.attachment(id: photo.id)?.state == .synced)
+        let stored = try #require(await memory.file(named: photo.filename))
+        #expect(stored.range(of: content.prefix(64)) == nil)
+
+        try await b.queue.startSync()
+        try await b.addChecklist("c1", photo: photo.id)
+        try await b.waitForState(photo.id, .synced)
+        #expect(b.bytesOnDisk(photo.filename) == content)
+        await a.queue.close()
+        await b.queue.close()
+    }
 }
