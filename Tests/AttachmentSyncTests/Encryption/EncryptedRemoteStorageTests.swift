@@ -122,7 +122,9 @@ struct EncryptedRemoteStorageTests {
         await harness.queue.close()
     }
 
-    @Test("two devices with the same keys: one saves, the other downloads the content byte-exact; the remote saw only ciphertext")
+    @Test(
+        "two devices with the same keys: one saves, the other downloads the content byte-exact; the remote saw only ciphertext"
+    )
     func twoDevices() async throws {
         let memory = InMemoryRemoteStorage()
         await memory.setCreateOnly(true)
