@@ -650,8 +650,13 @@ final class ModelRun {
         }
         await emit()
         try? await queue.syncNow()
-        await background.run(1_000)
-        try? await queue.syncNow()
+        // The service runs what it holds and the queue adopts it; adoption may queue (and hand over) a
+        // transfer again, so a few rounds, bounded.
+        for _ in 0..<4 {
+            await background.run(1_000)
+            try? await queue.syncNow()
+            if await background.handed.isEmpty, await background.results.isEmpty { break }
+        }
         if history.setup.background {
             let (handed, results) = (await background.handed.keys.sorted(), await background.results.keys.sorted())
             if !handed.isEmpty || !results.isEmpty {
