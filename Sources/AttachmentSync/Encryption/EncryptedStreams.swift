@@ -23,7 +23,7 @@ struct EncryptingStream {
     /// The encrypted bytes for `content` (the header first, on the first call): every whole segment it
     /// completes.
     mutating func update(_ content: some Collection<UInt8>) throws -> [UInt8] {
-        precondition(!finished, "EncryptingStream used after finish()")
+        guard !finished else { throw Self.usedAfterFinish }
         var out = takeHeader()
         var rest = content[...]
         while !rest.isEmpty {
@@ -39,12 +39,17 @@ struct EncryptingStream {
 
     /// The last segment (holding what is left, maybe nothing).
     mutating func finish() throws -> [UInt8] {
-        precondition(!finished, "EncryptingStream finished twice")
+        guard !finished else { throw Self.usedAfterFinish }
         var out = takeHeader()
         out += try seal(last: true)
         finished = true
         return out
     }
+
+    /// A stream used after its last segment was sealed: a mistake of the caller's, reported rather than
+    /// sealing a segment after the last.
+    static let usedAfterFinish = EncryptedFormat.Failure(
+        kind: .trailingBytes, detail: "the stream was used after its last segment was sealed")
 
     private mutating func takeHeader() -> [UInt8] {
         guard !headerWritten else { return [] }

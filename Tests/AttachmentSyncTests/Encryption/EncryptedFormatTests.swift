@@ -193,6 +193,15 @@ struct EncryptedFormatTests {
         #expect(try Self.pythonDecrypt(tampered, in: folder) == nil, "Python")
     }
 
+    @Test("a stream used after its last segment throws rather than sealing more")
+    func usedAfterFinish() throws {
+        var stream = try EncryptingStream(
+            header: try .fresh(keyId: "k1", segmentSize: 1_024), masterKey: try #require(Self.keys["k1"]))
+        _ = try stream.finish()
+        #expect(throws: EncryptedFormat.Failure.self) { _ = try stream.update([1]) }
+        #expect(throws: EncryptedFormat.Failure.self) { _ = try stream.finish() }
+    }
+
     @Test("the wrong key, or none, opens nothing")
     func wrongKey() throws {
         var random = SplitMix64(seed: 13)
