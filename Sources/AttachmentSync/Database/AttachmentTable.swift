@@ -24,8 +24,9 @@ let attachmentTableColumns: [Column] = AttachmentColumn.allCases.map(\.definitio
 /// 1970 of the content's last use, for least-recently-used eviction), `given_up` (INTEGER, the raw
 /// ``AttachmentState`` of a transfer the queue gave up on, else NULL), `awaiting_upload` (INTEGER, how
 /// many downloads in a row found no remote file yet, else NULL), `connectivity_failure` (INTEGER, how many
-/// tries in a row got no answer from remote storage, else NULL) and `local_unavailable` (INTEGER, how many
-/// tries in a row could not reach the local files, else NULL); the last three count failures that spend no
+/// tries in a row got no answer from remote storage, else NULL), `local_unavailable` (INTEGER, how many
+/// tries in a row could not reach the local files, else NULL) and `key_unavailable` (INTEGER, how many tries
+/// in a row found the encryption key missing, else NULL); the last four count failures that spend no
 /// attempt. An index on (`state`, `timestamp`)
 /// serves the queue's "oldest queued first" look-ups, one on (`state`, `next_attempt_at`) its look-up of
 /// the next retry time, and one on `filename` its check that no two attachments share a remote file; with

@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 
 /// Version 1 of the encrypted attachment format: a header, then the content in segments sealed with
-/// AES-256-GCM, each bound to the header, to its index and to whether it is the last. The DocC article
+/// AES-256-GCM, each bound to the header, to the attachment's id, to its index and to whether it is the last. The DocC article
 /// "Encrypted attachment format" is the specification; this is its one Swift implementation (the tests
 /// hold a second, in Python, written from the article).
 ///
@@ -11,12 +11,14 @@ import Foundation
 ///          | salt (32 bytes) | nonce prefix (7 bytes)
 /// file key = HKDF-SHA256(master key, salt, info: "AttachmentSync encrypted attachment v1", 32 bytes)
 /// segment i = AES-256-GCM(file key, nonce: prefix | i (u32, big-endian) | last (0 or 1),
-///             additional data: the header's bytes) → ciphertext | 16-byte tag
+///             additional data: the header's bytes | the attachment's id (UTF-8)) → ciphertext | 16-byte tag
 /// ```
 ///
 /// Every segment but the last holds exactly `segment size` bytes of content; the last holds fewer (an empty
 /// one follows content whose size is a multiple of the segment size, the empty content included), so a
-/// segment's length says whether it is the last and no reader needs to look ahead.
+/// segment's length says whether it is the last and no reader needs to look ahead. The attachment's id is
+/// not stored: a reader is told which attachment it reads, so a storage that serves one attachment's object
+/// as another's (both under the same key) is caught by the first segment.
 enum EncryptedFormat {
     static let magic: [UInt8] = Array("ASE".utf8)
     static let version: UInt8 = 1
@@ -131,6 +133,12 @@ enum EncryptedFormat {
                 UInt8(truncatingIfNeeded: value),
             ]
         }
+    }
+
+    /// What every segment of a file authenticates besides its content: the header's bytes, then the
+    /// attachment's id in UTF-8 (the header's length is its own, so the two cannot run into each other).
+    static func additionalData(_ header: Header, attachmentId: String) -> [UInt8] {
+        header.bytes + Array(attachmentId.utf8)
     }
 
     /// The key of one file, from the master key its header names.

@@ -89,7 +89,8 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
         let key = try await masterKey(keyId, for: attachment)
         let contentSHA256 = attachment.contentHash?.lowercased() ?? FileStreaming.sha256(data)
         var stream = try EncryptingStream(
-            header: try header(for: attachment, contentSHA256: contentSHA256, keyId: keyId, key: key), masterKey: key)
+            header: try header(for: attachment, contentSHA256: contentSHA256, keyId: keyId, key: key), masterKey: key,
+            attachmentId: attachment.id)
         let sealed = Data(try stream.update(data) + (try stream.finish()))
         try await base.uploadFile(
             data: sealed,
@@ -114,7 +115,7 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
             } finish: { stream in
                 try stream.finish()
             } stream: {
-                try EncryptingStream(header: header, masterKey: key)
+                try EncryptingStream(header: header, masterKey: key, attachmentId: attachment.id)
             }
         }
         try await base.uploadFile(
@@ -131,7 +132,7 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
         let sealed = try await base.downloadFile(attachment: Self.stored(attachment))
         let header = try Self.header(of: sealed.prefix(304), attachment)
         let key = try await masterKey(header.keyId, for: attachment)
-        var stream = DecryptingStream { _ in key }
+        var stream = DecryptingStream(attachmentId: attachment.id) { _ in key }
         do {
             return Data(try stream.update(sealed) + (try stream.finish()))
         } catch let failure as EncryptedFormat.Failure {
@@ -167,7 +168,7 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
                 } finish: { stream in
                     try stream.finish()
                 } stream: {
-                    DecryptingStream { _ in key }
+                    DecryptingStream(attachmentId: attachment.id) { _ in key }
                 }
             }
             progress(TransferProgress(completedBytes: contentSize, totalBytes: contentSize))

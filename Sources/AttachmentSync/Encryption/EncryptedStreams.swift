@@ -3,6 +3,7 @@ import Foundation
 
 /// Seals content into the encrypted format as it streams: give it the content in chunks of any size, it
 /// returns the encrypted bytes ready so far; ``finish()`` returns the rest. At most one segment is held.
+/// Every segment is bound to `attachmentId`, which a reader must be given to open the file.
 struct EncryptingStream {
     let header: EncryptedFormat.Header
     private let key: SymmetricKey
@@ -12,11 +13,11 @@ struct EncryptingStream {
     private var headerWritten = false
     private var finished = false
 
-    init(header: EncryptedFormat.Header, masterKey: SymmetricKey) throws {
+    init(header: EncryptedFormat.Header, masterKey: SymmetricKey, attachmentId: String) throws {
         try header.validate()
         self.header = header
         key = EncryptedFormat.fileKey(master: masterKey, header: header)
-        additionalData = header.bytes
+        additionalData = EncryptedFormat.additionalData(header, attachmentId: attachmentId)
         pending.reserveCapacity(header.segmentSize)
     }
 
@@ -54,7 +55,7 @@ struct EncryptingStream {
     private mutating func takeHeader() -> [UInt8] {
         guard !headerWritten else { return [] }
         headerWritten = true
-        return additionalData
+        return header.bytes
     }
 
     private mutating func seal(last: Bool) throws -> [UInt8] {
@@ -74,29 +75,36 @@ struct EncryptingStream {
 /// the content of every segment that authenticated; ``finish()`` throws unless the last segment came and
 /// nothing followed it. Content is handed out only once its segment authenticated, so nothing unauthentic
 /// is ever returned; a caller that must not act on a prefix of a file cut short waits for ``finish()``.
+/// It opens only a file written for `attachmentId`: another attachment's file fails at its first segment.
 struct DecryptingStream {
     /// The header, once read.
     private(set) var header: EncryptedFormat.Header?
     private let keyFor: (String) throws -> SymmetricKey
+    private let attachmentId: String
     private var key: SymmetricKey?
     private var additionalData: [UInt8] = []
     private var pending: [UInt8] = []
     private var index: UInt32 = 0
     private var sawLast = false
 
-    /// `keyFor` returns the master key of a key id (it throws when it has none).
-    init(keyFor: @escaping (String) throws -> SymmetricKey) {
+    /// Opens the file of attachment `attachmentId`; `keyFor` returns the master key of a key id (it throws
+    /// when it has none).
+    init(attachmentId: String, keyFor: @escaping (String) throws -> SymmetricKey) {
+        self.attachmentId = attachmentId
         self.keyFor = keyFor
     }
 
     /// Starts at segment `index` of a file with `header` (a ranged read: the caller positions the bytes at
     /// that segment's start).
-    init(header: EncryptedFormat.Header, masterKey: SymmetricKey, fromSegment index: UInt32) throws {
+    init(
+        header: EncryptedFormat.Header, masterKey: SymmetricKey, attachmentId: String, fromSegment index: UInt32
+    ) throws {
         try header.validate()
         keyFor = { _ in masterKey }
+        self.attachmentId = attachmentId
         self.header = header
         key = EncryptedFormat.fileKey(master: masterKey, header: header)
-        additionalData = header.bytes
+        additionalData = EncryptedFormat.additionalData(header, attachmentId: attachmentId)
         self.index = index
     }
 
@@ -107,7 +115,7 @@ struct DecryptingStream {
             guard let parsed = try EncryptedFormat.Header.parse(pending) else { return [] }
             header = parsed
             key = EncryptedFormat.fileKey(master: try keyFor(parsed.keyId), header: parsed)
-            additionalData = parsed.bytes
+            additionalData = EncryptedFormat.additionalData(parsed, attachmentId: attachmentId)
             pending.removeFirst(parsed.length)
         }
         guard let header else { return [] }
@@ -157,8 +165,8 @@ struct DecryptingStream {
             if last { sawLast = true }
             return Array(content)
         } catch {
-            // Changed, moved, from another file, the wrong key, or not the last segment although the
-            // content ends there (cut short): the same answer, nothing opened.
+            // Changed, moved, from another file or another attachment's, the wrong key, or not the last
+            // segment although the content ends there (cut short): the same answer, nothing opened.
             throw EncryptedFormat.Failure(
                 kind: .segmentRejected,
                 detail: "segment \(index) does not authenticate\(last ? " as the last one" : "")")

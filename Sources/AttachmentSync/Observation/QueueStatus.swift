@@ -62,6 +62,11 @@ public struct QueueStatus: Sendable {
         /// nor removed. 0 for any other failure. They are not counted in ``attempts``; the wait starts over
         /// once a transfer reaches the local files again.
         public var localFileFailures: Int = 0
+        /// How many tries in a row found the encryption key the file needs missing from the app's
+        /// ``KeyProvider`` (``lastError`` names the key id). 0 for any other failure. They are not counted
+        /// in ``attempts`` and never give a transfer up; the wait starts over when the app calls
+        /// ``AttachmentQueue/keysDidChange()``.
+        public var keyFailures: Int = 0
     }
 
     /// An attachment whose transfer the queue gave up on (see ``Attachment/givenUp``); it stays archived
@@ -130,6 +135,10 @@ public struct QueueStatus: Sendable {
     /// The transfers among ``waitingForRetry`` whose last tries got no answer from remote storage (see
     /// ``Retry/networkFailures``).
     public var waitingForNetwork: [Retry] { waitingForRetry.filter { $0.networkFailures > 0 } }
+    /// The transfers among ``waitingForRetry`` whose encryption key is not on this device (see
+    /// ``Retry/keyFailures``): their files are kept, nothing is given up, and they go once the app's
+    /// ``KeyProvider`` has the key and the app calls ``AttachmentQueue/keysDidChange()``.
+    public var waitingForKeys: [Retry] { waitingForRetry.filter { $0.keyFailures > 0 } }
     /// Content that is on this device and has never reached remote storage (waiting for upload, or its
     /// upload given up): if the device were lost now, these files would be.
     public var localOnly: Totals = Totals(count: 0, bytes: 0)

@@ -58,6 +58,8 @@ struct StatusJSON: Encodable {
         var networkFailures: Int
         /// Tries in a row that could not reach the local file (0 for other failures); no attempts.
         var localFileFailures: Int
+        /// Tries in a row that found the encryption key missing (0 for other failures); no attempts.
+        var keyFailures: Int
     }
 
     struct GivenUp: Encodable {
@@ -108,7 +110,8 @@ struct StatusJSON: Encodable {
             Retry(
                 id: $0.attachmentId, state: $0.state.description, attempts: $0.attempts,
                 nextAttemptAt: $0.nextAttemptAt, lastError: Nullable($0.lastError), awaitingUpload: $0.awaitingUpload,
-                networkFailures: $0.networkFailures, localFileFailures: $0.localFileFailures)
+                networkFailures: $0.networkFailures, localFileFailures: $0.localFileFailures,
+                keyFailures: $0.keyFailures)
         }
         givenUp = status.givenUp.map {
             GivenUp(

@@ -64,6 +64,9 @@ struct StatusTable {
                     } else if retry.localFileFailures > 0 {
                         "its local file cannot be read or written now (\(retry.localFileFailures)× in a row, no "
                             + "attempt spent; nothing is given up)"
+                    } else if retry.keyFailures > 0 {
+                        "its encryption key is not on this device (\(retry.keyFailures)× in a row, no attempt "
+                            + "spent; nothing is given up)"
                     } else if retry.networkFailures > 0 {
                         "no answer from remote storage (\(retry.networkFailures)× in a row, no attempt spent)"
                     } else {

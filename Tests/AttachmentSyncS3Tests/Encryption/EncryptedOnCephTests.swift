@@ -75,7 +75,7 @@ struct EncryptedOnCephTests {
                     #expect(stored.range(of: file.content.prefix(64)) == nil, "no content in the clear")
                     let info = try #require(try await admin.storedObject(for: plain))
                     #expect(info.sha256 == FileStreaming.sha256(stored), "the stored hash is the ciphertext's")
-                    var opener = DecryptingStream { _ in Self.key }
+                    var opener = DecryptingStream(attachmentId: file.id) { _ in Self.key }
                     #expect(Data(try opener.update(stored) + (try opener.finish())) == file.content)
                 }
                 try await S3QueueDevice.with(folder: directory.appendingPathComponent("b"), storage: remote) { b in

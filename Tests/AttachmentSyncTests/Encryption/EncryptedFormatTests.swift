@@ -7,7 +7,7 @@ import Testing
 
 /// The encrypted attachment format, version 1: what the library writes, the independent Python decoder
 /// (`decode_attachment.py`, written from the format's article) reads byte-exact, and every kind of
-/// tampering is rejected by both.
+/// tampering is rejected by both, a whole file read as another attachment's included.
 @Suite("Encrypted attachment format")
 struct EncryptedFormatTests {
     static let keys: [String: SymmetricKey] = [
@@ -17,10 +17,12 @@ struct EncryptedFormatTests {
 
     /// Encrypts `content` with key `keyId`, fed in chunks of random sizes.
     static func encrypt(
-        _ content: [UInt8], keyId: String = "k1", segmentSize: Int = 1_024, random: inout SplitMix64
+        _ content: [UInt8], keyId: String = "k1", segmentSize: Int = 1_024, attachmentId: String = "photo-1",
+        random: inout SplitMix64
     ) throws -> [UInt8] {
         var stream = try EncryptingStream(
-            header: try .fresh(keyId: keyId, segmentSize: segmentSize), masterKey: try #require(keys[keyId]))
+            header: try .fresh(keyId: keyId, segmentSize: segmentSize), masterKey: try #require(keys[keyId]),
+            attachmentId: attachmentId)
         var out: [UInt8] = []
         var rest = content[...]
         while !rest.isEmpty {
@@ -32,8 +34,10 @@ struct EncryptedFormatTests {
     }
 
     /// Decrypts `file` in the Swift stream, fed in chunks of random sizes.
-    static func decrypt(_ file: [UInt8], random: inout SplitMix64) throws -> [UInt8] {
-        var stream = DecryptingStream { id in
+    static func decrypt(_ file: [UInt8], attachmentId: String = "photo-1", random: inout SplitMix64) throws
+        -> [UInt8]
+    {
+        var stream = DecryptingStream(attachmentId: attachmentId) { id in
             guard let key = keys[id] else {
                 throw EncryptedFormat.Failure(kind: .badHeader, detail: "no key \(id)")
             }
@@ -50,7 +54,9 @@ struct EncryptedFormatTests {
     }
 
     /// The Python decoder's verdict: the content, or `nil` when it rejected the file.
-    static func pythonDecrypt(_ file: [UInt8], in folder: TemporaryDirectory) throws -> [UInt8]? {
+    static func pythonDecrypt(_ file: [UInt8], attachmentId: String = "photo-1", in folder: TemporaryDirectory)
+        throws -> [UInt8]?
+    {
         let keysPath = folder.path("keys.json")
         let keysJSON = Dictionary(
             uniqueKeysWithValues: keys.map { ($0.key, $0.value.withUnsafeBytes { Data($0).base64EncodedString() }) })
@@ -60,7 +66,7 @@ struct EncryptedFormatTests {
         try Data(file).write(to: URL(fileURLWithPath: input))
         let python = try PythonWithCryptography.locate()
         let process = try ChildProcess(
-            python, [decoderPath, keysPath, input, output], standardOutput: .capture(), standardError: .capture())
+            python, [decoderPath, keysPath, attachmentId, input, output], standardOutput: .capture(), standardError: .capture())
         let ended = try process.waitBlocking(seconds: 60)
         switch ended {
         case .exited(0): return Array(try Data(contentsOf: URL(fileURLWithPath: output)))
@@ -98,7 +104,7 @@ struct EncryptedFormatTests {
             keyId: "k1", segmentSize: 1_024, salt: Array(repeating: 0x11, count: 32),
             noncePrefix: Array(repeating: 0x22, count: 7))
         let master = try #require(Self.keys["k1"])
-        var stream = try EncryptingStream(header: header, masterKey: master)
+        var stream = try EncryptingStream(header: header, masterKey: master, attachmentId: "photo-1")
         let file = try stream.update(Array("hello, attachment".utf8)) + (try stream.finish())
         func hex(_ bytes: some Sequence<UInt8>) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
         #expect(
@@ -107,7 +113,7 @@ struct EncryptedFormatTests {
         #expect(
             EncryptedFormat.fileKey(master: master, header: header).withUnsafeBytes { hex($0) }
                 == "3ba736a88dae739090eac41c318ec12bd486153fb9490beaa69f0f435d97f33a")
-        #expect(hex(file.dropFirst(50)) == "45ef5e0cd59c66b52c0d49a61981315b3ae68a23582dc6206121508c5b0d43c8d0")
+        #expect(hex(file.dropFirst(50)) == "45ef5e0cd59c66b52c0d49a61981315b3a77cf323e1a99f7d15cc042b481ada93a")
     }
 
     @Test("a read from any segment on returns that part of the content, authenticated")
@@ -118,13 +124,15 @@ struct EncryptedFormatTests {
         let header = try #require(try EncryptedFormat.Header.parse(file))
         for segment in 0...5 {
             var stream = try DecryptingStream(
-                header: header, masterKey: try #require(Self.keys["k1"]), fromSegment: UInt32(segment))
+                header: header, masterKey: try #require(Self.keys["k1"]), attachmentId: "photo-1",
+                fromSegment: UInt32(segment))
             let start = header.length + segment * (1_024 + EncryptedFormat.tagSize)
             let read = try stream.update(file[start...]) + (try stream.finish())
             #expect(read == Array(content[(segment * 1_024)...]), "from segment \(segment)")
         }
         // A segment read at the wrong index does not authenticate.
-        var misplaced = try DecryptingStream(header: header, masterKey: try #require(Self.keys["k1"]), fromSegment: 2)
+        var misplaced = try DecryptingStream(
+            header: header, masterKey: try #require(Self.keys["k1"]), attachmentId: "photo-1", fromSegment: 2)
         #expect(throws: EncryptedFormat.Failure.self) {
             _ = try misplaced.update(file[(header.length + 1_040)...])
         }
@@ -193,10 +201,30 @@ struct EncryptedFormatTests {
         #expect(try Self.pythonDecrypt(tampered, in: folder) == nil, "Python")
     }
 
+    @Test("a whole file read as another attachment's is rejected by both decoders, from its first segment on")
+    func anotherAttachmentsFile() throws {
+        let folder = try TemporaryDirectory()
+        var random = SplitMix64(seed: 17)
+        let content = (0..<(2 * 1_024 + 10)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+        let file = try Self.encrypt(content, attachmentId: "a", random: &random)
+        #expect(try Self.decrypt(file, attachmentId: "a", random: &random) == content)
+        #expect(try Self.pythonDecrypt(file, attachmentId: "a", in: folder) == content)
+        for other in ["b", "a ", "A", "", "ab"] {
+            #expect(throws: EncryptedFormat.Failure.self, "Swift, read as \(other)") {
+                try Self.decrypt(file, attachmentId: other, random: &random)
+            }
+            #expect(try Self.pythonDecrypt(file, attachmentId: other, in: folder) == nil, "Python, read as \(other)")
+        }
+        // Not even the first segment's content is handed out.
+        var stream = DecryptingStream(attachmentId: "b") { _ in Self.keys["k1"]! }
+        #expect(throws: EncryptedFormat.Failure.self) { _ = try stream.update(file) }
+    }
+
     @Test("a stream used after its last segment throws rather than sealing more")
     func usedAfterFinish() throws {
         var stream = try EncryptingStream(
-            header: try .fresh(keyId: "k1", segmentSize: 1_024), masterKey: try #require(Self.keys["k1"]))
+            header: try .fresh(keyId: "k1", segmentSize: 1_024), masterKey: try #require(Self.keys["k1"]),
+            attachmentId: "photo-1")
         _ = try stream.finish()
         #expect(throws: EncryptedFormat.Failure.self) { _ = try stream.update([1]) }
         #expect(throws: EncryptedFormat.Failure.self) { _ = try stream.finish() }
@@ -207,12 +235,14 @@ struct EncryptedFormatTests {
         var random = SplitMix64(seed: 13)
         let content = Array(repeating: UInt8(7), count: 2_000)
         var stream = try EncryptingStream(
-            header: try .fresh(keyId: "k1", segmentSize: 1_024), masterKey: try #require(Self.keys["k2"]))
+            header: try .fresh(keyId: "k1", segmentSize: 1_024), masterKey: try #require(Self.keys["k2"]),
+            attachmentId: "photo-1")
         let file = try stream.update(content) + (try stream.finish())
         #expect(throws: EncryptedFormat.Failure.self) { try Self.decrypt(file, random: &random) }
         #expect(try Self.pythonDecrypt(file, in: try TemporaryDirectory()) == nil)
         #expect(throws: EncryptedFormat.Failure.self) {
-            _ = try EncryptingStream(header: try .fresh(keyId: "", segmentSize: 1_024), masterKey: Self.keys["k1"]!)
+            _ = try EncryptingStream(
+                header: try .fresh(keyId: "", segmentSize: 1_024), masterKey: Self.keys["k1"]!, attachmentId: "photo-1")
         }
     }
 }

@@ -41,7 +41,7 @@ struct EncryptedRemoteStorageTests {
         #expect(await memory.storedSHA256(named: "photo.jpg") == FileStreaming.sha256(stored))
         #expect(await memory.storedSHA256(named: "photo.jpg") != photo.contentHash, "no content hash on the remote")
         #expect(reported.withLock { $0 }.last?.totalBytes == Int64(content.count), "progress in content bytes")
-        #expect(try EncryptedFormatTests.pythonDecrypt(Array(stored), in: folder) == Array(content))
+        #expect(try EncryptedFormatTests.pythonDecrypt(Array(stored), attachmentId: "photo", in: folder) == Array(content))
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasPrefix(".") }
         #expect(leftovers.isEmpty, "the temporary ciphertext is removed: \(leftovers)")
 
@@ -84,6 +84,35 @@ struct EncryptedRemoteStorageTests {
         }
     }
 
+    @Test(
+        "a storage that serves one attachment's whole object as another's is refused, even for a row without a hash")
+    func wholeObjectSwapIsRefused() async throws {
+        let folder = try TemporaryDirectory()
+        let memory = InMemoryRemoteStorage()
+        let remote = EncryptedRemoteStorage(wrapping: memory, keys: Self.keys, segmentSize: 1_024)
+        let first = Data(repeating: 1, count: 3_000)
+        let second = Data(repeating: 2, count: 3_000)
+        try await remote.uploadFile(data: first, attachment: Self.attachment("a", first))
+        try await remote.uploadFile(data: second, attachment: Self.attachment("b", second))
+        // The storage answers for b with a's object, whole (same key, same size).
+        await memory.setFile(try #require(await memory.file(named: "a.jpg")), named: "b.jpg")
+        // A row that came from another device without a content hash: nothing else would notice.
+        let row = AttachmentSync.Attachment(id: "b", filename: "b.jpg", state: .queuedDownload)
+        let target = URL(fileURLWithPath: folder.path("downloaded"))
+        do {
+            _ = try await remote.downloadFile(attachment: row, into: target, from: 0) { _ in }
+            Issue.record("a's content was accepted as b's")
+        } catch let error as AttachmentError {
+            #expect(error.code == .integrityMismatch)
+        }
+        #expect(!FileManager.default.fileExists(atPath: target.path), "no content of a's written as b's")
+        await #expect(throws: AttachmentError.self) { _ = try await remote.downloadFile(attachment: row) }
+        // The Python decoder, told which attachment it reads, refuses it too.
+        let swapped = try #require(await memory.file(named: "b.jpg"))
+        #expect(try EncryptedFormatTests.pythonDecrypt(Array(swapped), attachmentId: "b", in: folder) == nil)
+        #expect(try EncryptedFormatTests.pythonDecrypt(Array(swapped), attachmentId: "a", in: folder) == Array(first))
+    }
+
     /// A provider whose keys can be added while the queue runs.
     final class ChangingKeys: KeyProvider {
         let keys = LockedValue<[String: SymmetricKey]>([:])
@@ -112,11 +141,27 @@ struct EncryptedRemoteStorageTests {
         #expect(waiting.state == .queuedUpload, "not given up with maxAttempts 1")
         #expect(waiting.givenUp == nil)
         #expect(await memory.file(named: photo.filename) == nil)
+        // A state of its own: waiting for a key, not for the network.
+        let status = try #require(await harness.queue.status.first { _ in true })
+        #expect(status.waitingForKeys.map(\.attachmentId) == [photo.id])
+        #expect(status.waitingForKeys.first?.keyFailures == 1)
+        #expect(status.waitingForKeys.first?.attempts == 0, "no attempt spent")
+        #expect(status.waitingForKeys.first?.lastError?.contains("\"k1\"") == true, "the error names the key id")
+        #expect(status.waitingForNetwork.isEmpty)
+        #expect(status.givenUp.isEmpty)
+        // Brought forward while the key is still missing: it waits again (its backoff started over), still
+        // no attempt spent.
+        #expect(try await harness.queue.keysDidChange() == 1)
+        try await harness.queue.syncNow()
+        let again = try #require(await harness.queue.status.first { _ in true }?.waitingForKeys.first)
+        #expect(again.keyFailures == 1)
+        #expect(again.attempts == 0)
 
         keys.keys.withLock { $0["k1"] = EncryptedFormatTests.keys["k1"] }
-        try await harness.queue.retryAll()
+        #expect(try await harness.queue.keysDidChange() == 1, "the waiting upload is brought forward")
         try await harness.queue.syncNow()
         #expect(try await harness.queue.attachment(id: photo.id)?.state == .synced)
+        #expect(await harness.queue.status.first { _ in true }?.waitingForKeys.isEmpty == true)
         let stored = try #require(await memory.file(named: photo.filename))
         #expect(stored.starts(with: Data("ASE".utf8)))
         await harness.queue.close()

@@ -4,10 +4,11 @@
 Written from the DocC article "Encrypted attachment format" alone, with the `cryptography` package, as a
 second implementation the Swift tests check the library against.
 
-Usage: decode_attachment.py KEYS INPUT OUTPUT
-  KEYS   a JSON object mapping key ids to base64-encoded 32-byte master keys
-  INPUT  the encrypted file
-  OUTPUT where the content is written (only when the whole file authenticated)
+Usage: decode_attachment.py KEYS ATTACHMENT_ID INPUT OUTPUT
+  KEYS           a JSON object mapping key ids to base64-encoded 32-byte master keys
+  ATTACHMENT_ID  the id of the attachment the file is read as (it is not in the file)
+  INPUT          the encrypted file
+  OUTPUT         where the content is written (only when the whole file authenticated)
 Exits 0 on success; 1 with the reason on standard error when the file is rejected.
 """
 import base64
@@ -28,7 +29,7 @@ def reject(reason):
     sys.exit(1)
 
 
-def decode(keys, data):
+def decode(keys, attachment_id, data):
     if len(data) < 9 or data[0:3] != b"ASE":
         reject("not an encrypted attachment")
     if data[3] != 1:
@@ -55,6 +56,7 @@ def decode(keys, data):
         algorithm=hashes.SHA256(), length=32, salt=salt, info=b"AttachmentSync encrypted attachment v1"
     ).derive(keys[key_id])
     aead = AESGCM(file_key)
+    associated = header + attachment_id.encode("utf-8")
     content = bytearray()
     position = header_length
     index = 0
@@ -67,7 +69,7 @@ def decode(keys, data):
             reject("the file ends before its last segment")
         nonce = prefix + struct.pack(">I", index) + (b"\x01" if last else b"\x00")
         try:
-            content += aead.decrypt(nonce, segment, header)
+            content += aead.decrypt(nonce, segment, associated)
         except InvalidTag:
             reject("segment %d does not authenticate" % index)
         position += len(segment)
@@ -77,15 +79,15 @@ def decode(keys, data):
 
 
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) != 5:
         sys.stderr.write(__doc__)
         sys.exit(2)
     with open(sys.argv[1]) as handle:
         keys = {key_id: base64.b64decode(value) for key_id, value in json.load(handle).items()}
-    with open(sys.argv[2], "rb") as handle:
+    with open(sys.argv[3], "rb") as handle:
         data = handle.read()
-    content = decode(keys, data)
-    with open(sys.argv[3], "wb") as handle:
+    content = decode(keys, sys.argv[2], data)
+    with open(sys.argv[4], "wb") as handle:
         handle.write(content)
 
 

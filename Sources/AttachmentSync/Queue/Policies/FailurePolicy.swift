@@ -61,8 +61,9 @@ struct FailurePolicy: Sendable {
     /// What becomes of `record` after its transfer failed as `failure` says, at `now` (milliseconds since
     /// 1970).
     ///
-    /// A conflict, a gone or changed local file give the transfer up; the local files out of reach and no
-    /// answer from remote storage spend no attempt and wait on their own count's backoff; a network gone
+    /// A conflict, a gone or changed local file give the transfer up; the local files out of reach, no
+    /// answer from remote storage and a missing encryption key spend no attempt and wait on their own
+    /// count's backoff; a network gone
     /// interrupts; a download whose remote file is not there yet waits for the upload; anything else is
     /// the `attempt`-th failed try, retried or given up by ``decide(attempt:handlerRetries:retryAfter:now:using:)``.
     func outcome(
@@ -85,6 +86,9 @@ struct FailurePolicy: Sendable {
         case .noAnswer:
             let count = (record.connectivityFailures ?? 0) + 1
             return .wait(.network, count: count, at: retryTime(afterWait: count, now: now, using: &generator))
+        case .keyUnavailable:
+            let count = (record.keyUnavailable ?? 0) + 1
+            return .wait(.key, count: count, at: retryTime(afterWait: count, now: now, using: &generator))
         case .notUploadedYet(let handlerRetries):
             let wait = (record.awaitingUpload ?? 0) + 1
             switch decideNotUploadedYet(wait: wait, handlerRetries: handlerRetries, now: now, using: &generator) {
@@ -113,6 +117,8 @@ enum WaitReason: Sendable, Equatable {
     case network
     /// The local file or folder was out of reach.
     case localFiles
+    /// The encryption key the file needs is not on this device (yet).
+    case key
 }
 
 /// What becomes of a failed transfer's record (see ``FailurePolicy/outcome(of:record:now:using:)``).

@@ -30,6 +30,10 @@ enum AttachmentColumn: String, CaseIterable, Sendable {
     /// no attempt and give nothing up; the count sets their backoff, which resets once a transfer reaches
     /// the local files again.
     case localUnavailable = "local_unavailable"
+    /// How many tries in a row found the encryption key the file needs missing from the app's
+    /// ``KeyProvider``, else NULL. Such failures spend no attempt and give nothing up; the count sets their
+    /// backoff, which starts over when the app reports new keys (``AttachmentQueue/keysDidChange()``).
+    case keyUnavailable = "key_unavailable"
 
     /// The column's name in SQL.
     var name: String { rawValue }
@@ -39,7 +43,7 @@ enum AttachmentColumn: String, CaseIterable, Sendable {
         switch self {
         case .filename, .localUri, .mediaType, .metaData, .contentHash, .lastError: .text(name)
         case .timestamp, .size, .state, .hasSynced, .attempts, .nextAttemptAt, .onDemand, .pinned, .lastUsedAt,
-            .givenUp, .awaitingUpload, .connectivityFailure, .localUnavailable:
+            .givenUp, .awaitingUpload, .connectivityFailure, .localUnavailable, .keyUnavailable:
             .integer(name)
         }
     }

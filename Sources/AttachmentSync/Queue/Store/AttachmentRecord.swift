@@ -36,6 +36,8 @@ struct AttachmentRecord: Sendable, Hashable {
     var connectivityFailures: Int?
     /// How many tries in a row could not reach the local files (see ``AttachmentColumn/localUnavailable``).
     var localUnavailable: Int?
+    /// How many tries in a row found the key missing (see ``AttachmentColumn/keyUnavailable``).
+    var keyUnavailable: Int?
 
     /// Whether the content is on this device and has never reached remote storage: the local file is the
     /// only copy, so nothing may evict or purge it.
@@ -91,6 +93,7 @@ extension AttachmentRecord {
         awaitingUpload = try cursor.getIntOptional(name: "awaiting_upload")
         connectivityFailures = try cursor.getIntOptional(name: "connectivity_failure")
         localUnavailable = try cursor.getIntOptional(name: "local_unavailable")
+        keyUnavailable = try cursor.getIntOptional(name: "key_unavailable")
     }
 
     /// The value this record stores in `column`.
@@ -115,6 +118,7 @@ extension AttachmentRecord {
         case .awaitingUpload: awaitingUpload
         case .connectivityFailure: connectivityFailures
         case .localUnavailable: localUnavailable
+        case .keyUnavailable: keyUnavailable
         }
     }
 

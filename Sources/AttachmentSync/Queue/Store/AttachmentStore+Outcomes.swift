@@ -32,14 +32,18 @@ extension AttachmentStore {
                 id: record.id, ifState: record.state,
                 set: .retryStateCleared + .set(.attempts, attempt) + .set(.nextAttemptAt, at) + message, in: tx)
         case .wait(let reason, let count, let at):
-            let (counted, cleared): (AttachmentColumn, AttachmentColumn) =
+            let counted: AttachmentColumn =
                 switch reason {
-                case .network: (.connectivityFailure, .localUnavailable)
-                case .localFiles: (.localUnavailable, .connectivityFailure)
+                case .network: .connectivityFailure
+                case .localFiles: .localUnavailable
+                case .key: .keyUnavailable
                 }
+            // One reason at a time: the other counts start over.
+            let cleared = [AttachmentColumn.connectivityFailure, .localUnavailable, .keyUnavailable]
+                .filter { $0 != counted }.reduce(RecordChange.none) { $0 + .set($1, nil) }
             return try update(
                 id: record.id, ifState: record.state,
-                set: .set(.nextAttemptAt, at) + message + .set(counted, count) + .set(cleared, nil)
+                set: .set(.nextAttemptAt, at) + message + .set(counted, count) + cleared
                     + .set(.awaitingUpload, nil), in: tx)
         case .awaitUpload(let wait, let at):
             return try update(

@@ -63,6 +63,20 @@ extension AttachmentStore {
             arguments: [])
     }
 
+    /// Lets queued records whose last tries found their encryption key missing run at once, their backoff
+    /// started over: the app reports new keys. Returns their ids.
+    func resetKeyUnavailable(in tx: SqlTransaction) throws -> [String] {
+        let condition = "key_unavailable IS NOT NULL AND state IN \(StateSet.queuedSQL)"
+        let ids = try tx.cached.getAll(sql: "SELECT id FROM \(table) WHERE \(condition)", parameters: []) {
+            try $0.getString(name: "id")
+        }
+        guard !ids.isEmpty else { return [] }
+        try tx.cached.execute(
+            sql: "UPDATE \(table) SET next_attempt_at = NULL, key_unavailable = NULL WHERE \(condition)",
+            parameters: [])
+        return ids
+    }
+
     /// The soonest retry time after `now` among queued records, if any: per state, the first entry after
     /// `now` in the (`state`, `next_attempt_at`) index.
     func earliestRetry(after now: Int64, in tx: SqlTransaction) throws -> Int64? {

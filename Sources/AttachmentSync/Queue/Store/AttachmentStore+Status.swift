@@ -32,21 +32,21 @@ extension AttachmentStore {
             SELECT 0 AS kind, state, count(*) AS n, CAST(total(\(size)) AS INTEGER) AS bytes,
                    CAST(total(CASE WHEN local_uri IS NOT NULL THEN \(size) END) AS INTEGER) AS local,
                    NULL AS id, count(*) - count(size) AS attempts, count(size) - count(\(size)) AS next, NULL AS err,
-                   NULL AS net, NULL AS lfs
+                   NULL AS net, NULL AS lfs, NULL AS kua
             FROM \(table) GROUP BY state
             UNION ALL
             SELECT 1, state, NULL, NULL, coalesce(awaiting_upload, 0), id, attempts, next_attempt_at, last_error,
-                   connectivity_failure, local_unavailable
+                   connectivity_failure, local_unavailable, key_unavailable
             FROM \(table) WHERE next_attempt_at IS NOT NULL AND state IN \(StateSet.queuedSQL)
             UNION ALL
             SELECT 2, given_up, NULL, NULL, 0, id, attempts,
-                   CASE WHEN local_uri IS NOT NULL AND coalesce(has_synced, 0) = 0 THEN 1 ELSE 0 END, last_error, NULL, NULL
+                   CASE WHEN local_uri IS NOT NULL AND coalesce(has_synced, 0) = 0 THEN 1 ELSE 0 END, last_error, NULL, NULL, NULL
             FROM \(table) WHERE given_up IS NOT NULL AND state = \(AttachmentState.archived.rawValue)
             UNION ALL
-            SELECT 3, \(AttachmentState.queuedUpload.rawValue), count(*), CAST(total(\(size)) AS INTEGER), 0, NULL, NULL, NULL, NULL, NULL, NULL
+            SELECT 3, \(AttachmentState.queuedUpload.rawValue), count(*), CAST(total(\(size)) AS INTEGER), 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL
             FROM \(table) WHERE local_uri IS NOT NULL AND coalesce(has_synced, 0) = 0 AND state IN \(StateSet.sql([.queuedUpload, .archived]))
             UNION ALL
-            SELECT 4, 0, count(*), CAST(total(\(size)) AS INTEGER), 0, class, NULL, NULL, NULL, NULL, NULL
+            SELECT 4, 0, count(*), CAST(total(\(size)) AS INTEGER), 0, class, NULL, NULL, NULL, NULL, NULL, NULL
             FROM (SELECT size, \(Self.cacheClassSQL) AS class FROM \(table) WHERE local_uri IS NOT NULL) GROUP BY class
             """ + handedOffStatusSQL
     }
@@ -59,7 +59,7 @@ extension AttachmentStore {
         return """
 
             UNION ALL
-            SELECT 5, a.state, count(*), CAST(total(\(size)) AS INTEGER), 0, NULL, NULL, NULL, NULL, NULL, NULL
+            SELECT 5, a.state, count(*), CAST(total(\(size)) AS INTEGER), 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL
             FROM \(HandOffStore.table) h JOIN \(table) a ON a.id = h.attachment_id WHERE h.scope = \(scope)
             GROUP BY a.state
             """

@@ -69,6 +69,7 @@ extension AttachmentStore {
                 lastError: try cursor.getStringOptional(name: "err"),
                 awaitingUpload: try cursor.getIntOptional(name: "local") ?? 0,
                 networkFailures: try cursor.getIntOptional(name: "net") ?? 0,
-                localFileFailures: try cursor.getIntOptional(name: "lfs") ?? 0))
+                localFileFailures: try cursor.getIntOptional(name: "lfs") ?? 0,
+                keyFailures: try cursor.getIntOptional(name: "kua") ?? 0))
     }
 }

@@ -33,7 +33,7 @@ struct RecordChange: Sendable {
     /// that spent no attempt (once it succeeds, or is queued again).
     static let retryStateCleared: RecordChange =
         .set(.attempts, 0) + .set(.nextAttemptAt, nil) + .set(.lastError, nil) + .set(.awaitingUpload, nil)
-        + .set(.connectivityFailure, nil) + .set(.localUnavailable, nil)
+        + .set(.connectivityFailure, nil) + .set(.localUnavailable, nil) + .set(.keyUnavailable, nil)
 
     /// Clears the mark of a given-up transfer.
     static let givenUpCleared: RecordChange = .set(.givenUp, nil)

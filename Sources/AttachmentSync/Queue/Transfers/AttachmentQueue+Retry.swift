@@ -68,6 +68,29 @@ extension AttachmentQueue {
         }
     }
 
+    /// Tells the queue that the app's ``KeyProvider`` has new keys (fetched after sign-in, received from
+    /// another device, restored from a backup): the transfers that wait for a missing encryption key (see
+    /// ``QueueStatus/waitingForKeys``) run at the next pass instead of after their backoff delay.
+    ///
+    /// ```swift
+    /// keychain.store(key, id: "2026-11")
+    /// try await queue.keysDidChange()
+    /// ```
+    ///
+    /// - Returns: How many transfers were brought forward.
+    @discardableResult
+    public func keysDidChange() async throws -> Int {
+        try await operation {
+            let store = store
+            let ids = try await db.writeTransaction { tx in try store.resetKeyUnavailable(in: tx) }
+            if !ids.isEmpty {
+                logger.debug("new keys: retrying the transfers that waited for one", metadata: ["count": "\(ids.count)"])
+            }
+            noteRetried(ids)
+            return ids.count
+        }
+    }
+
     /// The record queued again (or brought forward), or `nil` when it has nothing to retry.
     private static func requeue(
         _ record: AttachmentRecord, timestamp: Int64, store: AttachmentStore, in tx: SqlTransaction

@@ -31,6 +31,8 @@ struct TransferFailure: Sendable {
         case networkGone
         /// No answer from remote storage at all, whatever the network source says. No failed try.
         case noAnswer
+        /// The encryption key the file needs is not on this device (yet). No failed try, never given up.
+        case keyUnavailable
         /// The upload's local file is gone: there is nothing to upload, ever.
         case localFileGone
         /// The upload's local file is no longer what was saved (size or SHA-256).

@@ -13,10 +13,9 @@ extension TransferWorker {
         if record.state == .queuedUpload, code == .conflict {
             return TransferFailure(error: error, kind: .conflict)
         }
-        // A key the device does not have (yet): no attempt, never given up. It waits as for an answer from
-        // remote storage (its own wait state is still to come, issue 28); the error names the key.
+        // A key the device does not have (yet): no attempt, never given up; the error names the key.
         if code == .keyUnavailable {
-            return TransferFailure(error: error, kind: .noAnswer)
+            return TransferFailure(error: error, kind: .keyUnavailable)
         }
         if (try? localFilesOutOfReach(record, attachment, error)) ?? true {
             return TransferFailure(error: error, kind: .localFilesOutOfReach)
