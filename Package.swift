@@ -70,6 +70,7 @@ let package = Package(
                 "AttachmentSync",
                 "AttachmentSyncS3",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictSettings

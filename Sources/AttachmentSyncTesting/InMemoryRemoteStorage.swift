@@ -856,3 +856,30 @@ extension InMemoryRemoteStorage: ListableRemoteStorage {
         return RemoteObjectInfo(size: Int64(data.count), sha256: storedHashes[Key(attachment.filename)])
     }
 }
+
+extension InMemoryRemoteStorage: ReplaceableRemoteStorage {
+    /// Replaces the stored file when its bytes have SHA-256 `expectedSHA256`, keeping `attachment.contentHash`
+    /// as its stored SHA-256. A counted upload call: latency, holds and injected upload failures apply.
+    public func replaceFile(fileURL: URL, attachment: Attachment, replacing expectedSHA256: String) async throws {
+        let failure = beginCall(.upload, filename: attachment.filename)
+        defer { endCall() }
+        try await prepare(failure: failure)
+        let data = try Data(contentsOf: fileURL)
+        if let recorded = attachment.contentHash?.lowercased(), recorded != FileStreaming.sha256(data) {
+            throw AttachmentError(
+                code: .integrityMismatch,
+                message: "the replacement for '\(attachment.filename)' is not the content its hash says",
+                attachmentId: attachment.id, name: attachment.filename)
+        }
+        let current = try storedFile(for: attachment)
+        guard FileStreaming.sha256(current) == expectedSHA256.lowercased() else {
+            throw AttachmentError(
+                code: .conflict,
+                message: "Remote storage holds other content as '\(attachment.filename)'; nothing was replaced",
+                attachmentId: attachment.id, name: attachment.filename)
+        }
+        try await takeBandwidth(data.count)
+        storedFiles[Key(attachment.filename)] = data
+        storedHashes[Key(attachment.filename)] = attachment.contentHash
+    }
+}

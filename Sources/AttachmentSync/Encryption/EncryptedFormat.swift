@@ -158,6 +158,18 @@ enum EncryptedFormat {
         return Int64(header.length) + plaintextSize + segments * Int64(tagSize)
     }
 
+    /// Whether a stored file of `storedSize` bytes can be an encrypted file of `contentSize` bytes of content
+    /// written in `segmentSize`-byte segments, with a key id of any allowed length: what can be checked
+    /// without the keys or the file's bytes.
+    static func isCiphertextSize(
+        _ storedSize: Int64, contentSize: Int64, segmentSize: Int = defaultSegmentSize
+    ) -> Bool {
+        guard contentSize >= 0 else { return false }
+        let segments = contentSize / Int64(segmentSize) + 1
+        let keyIdLength = storedSize - contentSize - segments * Int64(tagSize) - 48
+        return (1...255).contains(keyIdLength)
+    }
+
     /// The size of the content of an encrypted file `ciphertextSize` bytes long; throws when no content
     /// gives that size (the file was cut or extended).
     static func plaintextSize(ciphertextSize: Int64, header: Header) throws -> Int64 {

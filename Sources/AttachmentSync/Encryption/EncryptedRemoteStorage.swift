@@ -16,6 +16,8 @@ import Foundation
 /// let queue = AttachmentQueue(db: db, remoteStorage: remote, configuration: configuration)
 /// ```
 ///
+/// An app that turns encryption on with files already stored lets them be read with ``plaintextReads``.
+///
 /// Work in progress (issue 28): downloads start over rather than resume, background hand-off and key
 /// rotation of stored files are not there yet.
 public struct EncryptedRemoteStorage: RemoteStorageAdapter {
@@ -23,17 +25,29 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
     public let base: any RemoteStorageAdapter
     /// Where the keys come from.
     public let keys: any KeyProvider
+    /// Which stored files may be read although they are not encrypted.
+    public let plaintextReads: PlaintextReads
     /// Content bytes per segment (tests use small ones).
     let segmentSize: Int
 
     /// Encrypts what `base` stores with keys from `keys`.
-    public init(wrapping base: any RemoteStorageAdapter, keys: any KeyProvider) {
-        self.init(wrapping: base, keys: keys, segmentSize: EncryptedFormat.defaultSegmentSize)
+    ///
+    /// - Parameter plaintextReads: Which stored files may be plain (stored before encryption was turned
+    ///   on). The default is ``PlaintextReads/refused``: every file must decrypt.
+    public init(
+        wrapping base: any RemoteStorageAdapter, keys: any KeyProvider, plaintextReads: PlaintextReads = .refused
+    ) {
+        self.init(
+            wrapping: base, keys: keys, plaintextReads: plaintextReads, segmentSize: EncryptedFormat.defaultSegmentSize)
     }
 
-    init(wrapping base: any RemoteStorageAdapter, keys: any KeyProvider, segmentSize: Int) {
+    init(
+        wrapping base: any RemoteStorageAdapter, keys: any KeyProvider, plaintextReads: PlaintextReads = .refused,
+        segmentSize: Int
+    ) {
         self.base = base
         self.keys = keys
+        self.plaintextReads = plaintextReads
         self.segmentSize = segmentSize
     }
 
@@ -127,9 +141,14 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
 
     // MARK: Downloads
 
-    /// Downloads the ciphertext and returns the content; throws `integrityMismatch` when it does not decrypt.
+    /// Downloads the ciphertext and returns the content; throws `integrityMismatch` when it does not decrypt
+    /// (or is a plain file ``plaintextReads`` does not accept).
     public func downloadFile(attachment: Attachment) async throws -> Data {
         let sealed = try await base.downloadFile(attachment: Self.stored(attachment))
+        if readsPlain(sealed.prefix(304), attachment) {
+            try Self.checkPlain(sha256: FileStreaming.sha256(sealed), attachment)
+            return sealed
+        }
         let header = try Self.header(of: sealed.prefix(304), attachment)
         let key = try await masterKey(header.keyId, for: attachment)
         var stream = DecryptingStream(attachmentId: attachment.id) { _ in key }
@@ -159,6 +178,13 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
         let head = try files.openForReading(atPath: sealed.path)
         let start = try head.read(upToCount: 304) ?? Data()
         try head.close()
+        if readsPlain(start, attachment) {
+            let (size, sha256) = try await files.digest(ofFileAt: sealed.path)
+            try Self.checkPlain(sha256: sha256, attachment)
+            try files.rename(sealed.path, to: destination.path)
+            progress(TransferProgress(completedBytes: size, totalBytes: size))
+            return RemoteObjectInfo(writtenSize: size, writtenSHA256: sha256)
+        }
         let header = try Self.header(of: start, attachment)
         let key = try await masterKey(header.keyId, for: attachment)
         do {
@@ -190,6 +216,30 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
     }
 
     // MARK: Helpers
+
+    /// Whether a stored object starting with `start` (its first 304 bytes, or all of it) is read as a plain
+    /// file: it does not start like an encrypted file (another magic, or it ends before a header could) and
+    /// ``plaintextReads`` accepts a plain file for the attachment. One that starts like an encrypted file
+    /// is always read as one.
+    func readsPlain(_ start: Data, _ attachment: Attachment) -> Bool {
+        guard plaintextReads.accepts(attachment) else { return false }
+        do {
+            return try EncryptedFormat.Header.parse(Array(start)) == nil
+        } catch let failure as EncryptedFormat.Failure {
+            return failure.kind == .notEncrypted
+        } catch {
+            return false
+        }
+    }
+
+    /// Refuses a plain file whose SHA-256 is not the one the attachment's row carries.
+    static func checkPlain(sha256: String, _ attachment: Attachment) throws {
+        guard let expected = attachment.contentHash?.lowercased(), expected != sha256 else { return }
+        throw rejected(
+            attachment,
+            EncryptedFormat.Failure(
+                kind: .notEncrypted, detail: "it is a plain file whose SHA-256 \(sha256) is not the row's \(expected)"))
+    }
 
     /// The header at the start of a stored object; throws `integrityMismatch` when there is none.
     static func header(of start: Data, _ attachment: Attachment) throws -> EncryptedFormat.Header {

@@ -10,6 +10,12 @@ import Foundation
 /// downloaded: the remote describes each file (``ListableRemoteStorage/fileInfo(attachment:)``), a few at a
 /// time.
 ///
+/// The files of an app that encrypts them (``EncryptedRemoteStorage``) are checked with `encrypted: true`,
+/// without keys: a remote file must be as long as an encrypted file of the record's content is (the stored
+/// SHA-256 is the ciphertext's, which the record does not know), or be a plain file that matches the
+/// record as above (stored before encryption was turned on). Whether its bytes decrypt takes the keys: the
+/// app's queue checks that at every download.
+///
 /// ```swift
 /// let db = try LocalDatabase.readOnly(path: "app.sqlite")
 /// let check = try await RemoteVerification.verify(db: db, remote: FileSystemRemoteStorage(directory: "/srv/att"))
@@ -24,6 +30,9 @@ public struct RemoteVerification: Sendable {
         case wrongSize(expected: Int64, actual: Int64)
         /// The SHA-256 stored with the remote file (lowercase hex) is not the record's.
         case wrongHash(expected: String, actual: String)
+        /// Checked as an encrypted file: no encrypted file of the record's `contentSize` bytes (nor the plain
+        /// content) is `actual` bytes long.
+        case wrongEncryptedSize(contentSize: Int64, actual: Int64)
 
         /// The problem in a few words, for people.
         public var description: String {
@@ -32,6 +41,8 @@ public struct RemoteVerification: Sendable {
             case .wrongSize(let expected, let actual): "remote file is \(actual) bytes, the record says \(expected)"
             case .wrongHash(let expected, let actual):
                 "remote file has SHA-256 \(actual), the record says \(expected)"
+            case .wrongEncryptedSize(let contentSize, let actual):
+                "remote file is \(actual) bytes, which no encrypted file of the record's \(contentSize) bytes is"
             }
         }
     }
@@ -72,6 +83,8 @@ public struct RemoteVerification: Sendable {
     ///   - db: The app's database (``LocalDatabase/readOnly(path:configuration:)`` for a tool).
     ///   - remote: The remote storage the app's queue uses.
     ///   - table: The attachments table's name. The default is `attachments`.
+    ///   - encrypted: Whether the app encrypts its files (``EncryptedRemoteStorage``): sizes are checked as
+    ///     an encrypted file's (or the plain content's). The default is `false`.
     ///   - progress: Called after each record with how many have been checked and how many there are. The
     ///     default is `nil`.
     /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/invalidConfiguration``
@@ -81,7 +94,7 @@ public struct RemoteVerification: Sendable {
     ///   location does not exist (see ``ListableRemoteStorage/locationExists()``).
     public static func verify(
         db: LocalDatabase, remote: some ListableRemoteStorage, table: String = "attachments",
-        progress: (@Sendable (_ checked: Int, _ total: Int) -> Void)? = nil
+        encrypted: Bool = false, progress: (@Sendable (_ checked: Int, _ total: Int) -> Void)? = nil
     ) async throws -> RemoteVerification {
         let records = try await AttachmentStore.allRecords(of: db, table: table)
             .filter { $0.hasSynced && $0.state != .queuedDelete && $0.state != .archived }
@@ -97,7 +110,7 @@ public struct RemoteVerification: Sendable {
                 let attachment = record.attachment(in: directory)
                 group.addTask {
                     let info = try await remote.fileInfo(attachment: attachment)
-                    let problem = Self.problem(record: record, info: info)
+                    let problem = Self.problem(record: record, info: info, encrypted: encrypted)
                     return problem.map {
                         Finding(
                             attachmentId: record.id, state: record.state, filename: record.filename, problem: $0,
@@ -130,8 +143,20 @@ public struct RemoteVerification: Sendable {
         }
     }
 
-    static func problem(record: AttachmentRecord, info: RemoteObjectInfo?) -> Problem? {
+    static func problem(record: AttachmentRecord, info: RemoteObjectInfo?, encrypted: Bool = false) -> Problem? {
         guard let info else { return .missing }
+        if encrypted, let contentSize = record.size, let actual = info.size, actual != contentSize {
+            // An encrypted file is never as long as its content; the plain file of the same length is checked
+            // below, as without encryption.
+            guard EncryptedFormat.isCiphertextSize(actual, contentSize: contentSize) else {
+                return .wrongEncryptedSize(contentSize: contentSize, actual: actual)
+            }
+            return nil
+        }
+        if encrypted, record.size == nil || info.size == nil {
+            // Without a size to compare, a hash other than the record's is the ciphertext's: no finding.
+            return nil
+        }
         if let expected = record.size, let actual = info.size, expected != actual {
             return .wrongSize(expected: expected, actual: actual)
         }

@@ -229,3 +229,40 @@ public struct FileSystemRemoteStorage: RemoteStorageAdapter {
         return text.lowercased()
     }
 }
+
+extension FileSystemRemoteStorage: ReplaceableRemoteStorage {
+    /// Replaces the file when its bytes still have SHA-256 `expectedSHA256` (the file's own bytes are hashed,
+    /// not the stored hash beside it): the new file is copied in and flushed, its hash stored beside it, and
+    /// it is renamed over the old one, so a reader opens either file whole. Interrupted after the hash was
+    /// stored, the old file is still there, and a replace tried again (which reads it) goes ahead. A folder
+    /// has no compare-and-swap: a delete of the file between the check and the rename is undone (the file
+    /// comes back, referenced by no record, for `gc`).
+    public func replaceFile(fileURL: URL, attachment: Attachment, replacing expectedSHA256: String) async throws {
+        let target = try existingFile(for: attachment)
+        let current = try await files.digest(ofFileAt: target)
+        guard current.sha256 == expectedSHA256.lowercased() else {
+            throw AttachmentError(
+                code: .conflict,
+                message: "the remote folder holds other content as \(String(reflecting: attachment.filename)) "
+                    + "(SHA-256 \(current.sha256), not \(expectedSHA256)); nothing was replaced",
+                attachmentId: attachment.id, name: attachment.filename, path: target)
+        }
+        let staging = directory.appendingPathComponent(FileName.uniqueTemporaryName()).path
+        do {
+            let copied = try await files.copy(from: fileURL.path, to: staging, hashing: true) { _ in }
+            let sha256 = copied.sha256 ?? ""
+            if let recorded = attachment.contentHash?.lowercased(), recorded != sha256 {
+                throw AttachmentError(
+                    code: .integrityMismatch,
+                    message: "the replacement for \(String(reflecting: attachment.filename)) has SHA-256 \(sha256), "
+                        + "not \(recorded); nothing was replaced", attachmentId: attachment.id,
+                    name: attachment.filename)
+            }
+            try storeHash(sha256, forFileAt: target)
+            try files.moveDurably(staging, to: target)
+        } catch {
+            try? files.removeFile(atPath: staging)
+            throw error
+        }
+    }
+}

@@ -22,7 +22,12 @@ struct VerifyCommand: AsyncParsableCommand {
 
             With --remote, every attachment that was uploaded or downloaded is also checked against the \
             remote file: it must exist, with the record's size and, when the remote stored one, its SHA-256 \
-            (nothing is downloaded).
+            (nothing is downloaded). With --encrypted (an app that stores its files end-to-end encrypted), \
+            a remote file must instead be as long as an encrypted file of the record's content, or be the \
+            plain content (stored before encryption was turned on); no keys are needed, and whether the bytes \
+            decrypt is checked by the app at every download. --repair is refused with --encrypted (without \
+            the keys it cannot upload a file again), and a repair without it stops, changing nothing, when \
+            the remote files turn out to be encrypted.
 
             Without --repair nothing is changed: the database is opened read-only, so it is safe to run while \
             the app runs. With --repair (which needs --remote) the tool runs the app's attachment queue once, \
@@ -57,12 +62,23 @@ struct VerifyCommand: AsyncParsableCommand {
     @Flag(help: "Fix what can be fixed through the app's queue (needs --remote; stop the app first).")
     var repair = false
 
+    @Flag(help: "The app encrypts its files end-to-end: check remote sizes as encrypted files' (no keys needed).")
+    var encrypted = false
+
     @Flag(help: "Print JSON (stable keys, for scripts) instead of lines for people.")
     var json = false
 
     func validate() throws {
         if repair, remoteOptions.remote == nil {
             throw ValidationError("--repair needs --remote: fixing files means fetching or uploading them.")
+        }
+        if encrypted, remoteOptions.remote == nil {
+            throw ValidationError("--encrypted needs --remote: it says how remote files are checked.")
+        }
+        if repair, encrypted {
+            throw ValidationError(
+                "--repair does not fix encrypted files (without the app's keys it cannot upload them again); "
+                    + "check them with --encrypted.")
         }
     }
 
@@ -78,7 +94,8 @@ struct VerifyCommand: AsyncParsableCommand {
             // Before anything is judged missing (with --repair, runRepair checked before anything changed).
             if let remote { try await RemoteVerification.requireLocation(of: remote.storage) }
             check = try await Self.check(
-                database: database, directory: dir, table: table, remote: remote, interactive: interactive)
+                database: database, directory: dir, table: table, remote: remote, encrypted: encrypted,
+                interactive: interactive)
         } catch {
             await remote?.shutdown()
             if interactive { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
@@ -109,7 +126,8 @@ struct VerifyCommand: AsyncParsableCommand {
     }
 
     static func check(
-        database: String, directory: String, table: String, remote: OpenedRemote?, interactive: Bool
+        database: String, directory: String, table: String, remote: OpenedRemote?, encrypted: Bool = false,
+        interactive: Bool
     ) async throws -> Check {
         typealias Progress = @Sendable (Int, Int) -> Void
         var localProgress: Progress?
@@ -125,7 +143,7 @@ struct VerifyCommand: AsyncParsableCommand {
             var remoteCheck: RemoteVerification?
             if let remote {
                 remoteCheck = try await RemoteVerification.verify(
-                    db: db, remote: remote.storage, table: table, progress: remoteProgress)
+                    db: db, remote: remote.storage, table: table, encrypted: encrypted, progress: remoteProgress)
             }
             try await db.close()
             return Check(local: local, remote: remoteCheck)
@@ -381,6 +399,8 @@ struct VerifyJSON: Encodable {
                             case .missing: ("missing", nil, nil)
                             case .wrongSize(let expected, let actual): ("wrongSize", "\(expected)", "\(actual)")
                             case .wrongHash(let expected, let actual): ("wrongHash", expected, actual)
+                            case .wrongEncryptedSize(let contentSize, let actual):
+                                ("wrongEncryptedSize", "\(contentSize)", "\(actual)")
                             }
                         return RemoteFinding(
                             filename: finding.filename, attachmentId: finding.attachmentId,

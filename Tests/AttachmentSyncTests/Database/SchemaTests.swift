@@ -34,7 +34,7 @@ struct SchemaTests {
             attachmentColumns == [
                 "id", "filename", "local_uri", "timestamp", "size", "media_type", "state", "has_synced", "meta_data",
                 "content_hash", "attempts", "next_attempt_at", "last_error", "on_demand", "pinned", "last_used_at",
-                "given_up", "awaiting_upload", "connectivity_failure", "local_unavailable",
+                "given_up", "awaiting_upload", "connectivity_failure", "local_unavailable", "key_unavailable",
             ])
 
         let indexes = try await db.getAll(

@@ -66,7 +66,8 @@ struct EncryptedFormatTests {
         try Data(file).write(to: URL(fileURLWithPath: input))
         let python = try PythonWithCryptography.locate()
         let process = try ChildProcess(
-            python, [decoderPath, keysPath, attachmentId, input, output], standardOutput: .capture(), standardError: .capture())
+            python, [decoderPath, keysPath, attachmentId, input, output], standardOutput: .capture(),
+            standardError: .capture())
         let ended = try process.waitBlocking(seconds: 60)
         switch ended {
         case .exited(0): return Array(try Data(contentsOf: URL(fileURLWithPath: output)))

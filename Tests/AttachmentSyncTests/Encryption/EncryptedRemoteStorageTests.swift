@@ -41,7 +41,8 @@ struct EncryptedRemoteStorageTests {
         #expect(await memory.storedSHA256(named: "photo.jpg") == FileStreaming.sha256(stored))
         #expect(await memory.storedSHA256(named: "photo.jpg") != photo.contentHash, "no content hash on the remote")
         #expect(reported.withLock { $0 }.last?.totalBytes == Int64(content.count), "progress in content bytes")
-        #expect(try EncryptedFormatTests.pythonDecrypt(Array(stored), attachmentId: "photo", in: folder) == Array(content))
+        #expect(
+            try EncryptedFormatTests.pythonDecrypt(Array(stored), attachmentId: "photo", in: folder) == Array(content))
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasPrefix(".") }
         #expect(leftovers.isEmpty, "the temporary ciphertext is removed: \(leftovers)")
 
@@ -111,6 +112,97 @@ struct EncryptedRemoteStorageTests {
         let swapped = try #require(await memory.file(named: "b.jpg"))
         #expect(try EncryptedFormatTests.pythonDecrypt(Array(swapped), attachmentId: "b", in: folder) == nil)
         #expect(try EncryptedFormatTests.pythonDecrypt(Array(swapped), attachmentId: "a", in: folder) == Array(first))
+    }
+
+    @Test("plain files stored before encryption was on: read only as the policy allows, and never instead of a hash")
+    func plaintextReadsPolicy() async throws {
+        let folder = try TemporaryDirectory()
+        let memory = InMemoryRemoteStorage()
+        let old = Data("a photo stored before encryption was turned on".utf8)
+        let oldRow = Self.attachment("old", old)
+        try await memory.uploadFile(data: old, attachment: oldRow)
+        let fresh = Data(repeating: 5, count: 4_000)
+        let freshRow = Self.attachment("fresh", fresh)
+        try await EncryptedRemoteStorage(wrapping: memory, keys: Self.keys).uploadFile(
+            data: fresh, attachment: freshRow)
+        let noHash = AttachmentSync.Attachment(id: "old", filename: "old.jpg", state: .queuedDownload)
+        let wrongHash = AttachmentSync.Attachment(
+            id: "old", filename: "old.jpg", state: .queuedDownload, contentHash: FileStreaming.sha256(Data([1])))
+
+        /// What a download of `row` gives: the content, or `nil` when it was refused as an integrity mismatch.
+        func read(_ policy: PlaintextReads, _ row: AttachmentSync.Attachment) async throws -> Data? {
+            let remote = EncryptedRemoteStorage(wrapping: memory, keys: Self.keys, plaintextReads: policy)
+            let target = URL(fileURLWithPath: folder.path("target-\(UUID().uuidString)"))
+            do {
+                let info = try await remote.downloadFile(attachment: row, into: target, from: 0) { _ in }
+                let written = try Data(contentsOf: target)
+                #expect(info.writtenSHA256 == FileStreaming.sha256(written))
+                #expect(try await remote.downloadFile(attachment: row) == written, "both download paths agree")
+                return written
+            } catch let error as AttachmentError where error.code == .integrityMismatch {
+                #expect(!FileManager.default.fileExists(atPath: target.path), "nothing refused is left")
+                await #expect(throws: AttachmentError.self) { _ = try await remote.downloadFile(attachment: row) }
+                return nil
+            }
+        }
+
+        // The default refuses every plain file.
+        #expect(try await read(.refused, oldRow) == nil)
+        #expect(try await read(.refused, freshRow) == fresh)
+        // Verified by the row's hash: only with a hash, and only the right one.
+        #expect(try await read(.verifiedByContentHash, oldRow) == old)
+        #expect(try await read(.verifiedByContentHash, noHash) == nil)
+        #expect(try await read(.verifiedByContentHash, wrongHash) == nil)
+        #expect(try await read(.verifiedByContentHash, freshRow) == fresh, "encrypted files decrypt as always")
+        // The app's own rule: the rows it names, still checked against a hash when they carry one.
+        let onlyOld = PlaintextReads.allowed { $0.id == "old" }
+        #expect(try await read(onlyOld, noHash) == old)
+        #expect(try await read(onlyOld, wrongHash) == nil)
+        #expect(try await read(onlyOld, freshRow) == fresh)
+        let freshSealed = try #require(await memory.file(named: "fresh.jpg"))
+        // A plain file served in place of an attachment the rule does not name is refused.
+        await memory.setFile(old, named: "fresh.jpg")
+        #expect(
+            try await read(
+                onlyOld, AttachmentSync.Attachment(id: "fresh", filename: "fresh.jpg", state: .queuedDownload)) == nil)
+        // A file that starts like an encrypted one is read as one whatever the policy: damaged, it is refused.
+        var damaged = freshSealed
+        damaged[damaged.count - 40] ^= 1
+        await memory.setFile(damaged, named: "old.jpg")
+        #expect(try await read(onlyOld, noHash) == nil)
+        #expect(try await read(.allowed { _ in true }, noHash) == nil)
+    }
+
+    @Test("an app turning encryption on: another device reads the old plain file and the new encrypted one, byte-exact")
+    func mixedTableThroughTheQueue() async throws {
+        let memory = InMemoryRemoteStorage()
+        await memory.setCreateOnly(true)
+        let before = try QueueHarness(remote: memory)
+        let old = Data(repeating: 4, count: 30_000)
+        let oldPhoto = try await before.queue.saveFile(data: old, mediaType: "image/jpeg", fileExtension: "jpg")
+        try await before.queue.syncNow()
+        await before.queue.close()
+        let after = try QueueHarness(remote: EncryptedRemoteStorage(wrapping: memory, keys: Self.keys))
+        let fresh = Data(repeating: 6, count: 30_000)
+        let freshPhoto = try await after.queue.saveFile(data: fresh, mediaType: "image/jpeg", fileExtension: "jpg")
+        try await after.queue.syncNow()
+        #expect(try #require(await memory.file(named: oldPhoto.filename)) == old, "the old file stays plain")
+        #expect(try #require(await memory.file(named: freshPhoto.filename)).starts(with: Data("ASE".utf8)))
+
+        let oldId = oldPhoto.id
+        let reader = try QueueHarness(
+            watch: true,
+            remote: EncryptedRemoteStorage(
+                wrapping: memory, keys: Self.keys, plaintextReads: .allowed { $0.id == oldId }))
+        try await reader.queue.startSync()
+        try await reader.addChecklist("c1", photo: oldPhoto.id)
+        try await reader.addChecklist("c2", photo: freshPhoto.id)
+        try await reader.waitForState(oldPhoto.id, .synced)
+        try await reader.waitForState(freshPhoto.id, .synced)
+        #expect(reader.bytesOnDisk(oldPhoto.filename) == old)
+        #expect(reader.bytesOnDisk(freshPhoto.filename) == fresh)
+        await after.queue.close()
+        await reader.queue.close()
     }
 
     /// A provider whose keys can be added while the queue runs.

@@ -168,6 +168,7 @@ extension AttachmentQueue {
         return try await withLease {
             let verification = try await RemoteVerification.verify(
                 db: db, remote: remote, table: configuration.attachmentsQueueTableName)
+            try Self.refuseIfEncrypted(verification)
             var reuploading: [String] = []
             var leftAlone: [RemoteVerification.Finding] = []
             for finding in verification.findings {
@@ -190,6 +191,25 @@ extension AttachmentQueue {
             if !reuploading.isEmpty { trigger() }
             return RemoteFileRepair(verification: verification, reuploading: reuploading, leftAlone: leftAlone)
         }
+    }
+
+    /// Throws, before anything is changed, when the remote's files look end-to-end encrypted while this queue's
+    /// remote does not encrypt (a tool opened the bare bucket, say): uploading a lost file again through it
+    /// would put plain content where the app keeps only ciphertext. The evidence: a file whose size is not
+    /// the record's but is exactly what an encrypted file of the record's content would be.
+    static func refuseIfEncrypted(_ verification: RemoteVerification) throws {
+        let encrypted = verification.findings.first {
+            guard case .wrongSize(let contentSize, let actual) = $0.problem else { return false }
+            return EncryptedFormat.isCiphertextSize(actual, contentSize: contentSize)
+        }
+        guard let encrypted else { return }
+        throw AttachmentError(
+            code: .invalidConfiguration,
+            message: "remote storage holds end-to-end encrypted files (attachment "
+                + "\(String(reflecting: encrypted.attachmentId)) is stored as \(encrypted.problem)), and this remote "
+                + "does not encrypt: uploading through it would store plain content. Nothing was changed (check "
+                + "encrypted files with RemoteVerification's encrypted: true, or verify --encrypted)",
+            attachmentId: encrypted.attachmentId)
     }
 
     /// Queues the synced attachment `id` to upload again when its local file is intact; `false` when it is

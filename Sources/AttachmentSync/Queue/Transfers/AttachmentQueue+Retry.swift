@@ -84,7 +84,8 @@ extension AttachmentQueue {
             let store = store
             let ids = try await db.writeTransaction { tx in try store.resetKeyUnavailable(in: tx) }
             if !ids.isEmpty {
-                logger.debug("new keys: retrying the transfers that waited for one", metadata: ["count": "\(ids.count)"])
+                logger.debug(
+                    "new keys: retrying the transfers that waited for one", metadata: ["count": "\(ids.count)"])
             }
             noteRetried(ids)
             return ids.count
