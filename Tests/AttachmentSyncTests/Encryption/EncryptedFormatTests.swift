@@ -54,10 +54,11 @@ struct EncryptedFormatTests {
     }
 
     /// The Python decoder's verdict: the content, or `nil` when it rejected the file.
-    static func pythonDecrypt(_ file: [UInt8], attachmentId: String = "photo-1", in folder: TemporaryDirectory)
-        throws -> [UInt8]?
-    {
-        let keysPath = folder.path("keys.json")
+    static func pythonDecrypt(
+        _ file: [UInt8], attachmentId: String = "photo-1", keys: [String: SymmetricKey] = keys,
+        in folder: TemporaryDirectory
+    ) throws -> [UInt8]? {
+        let keysPath = folder.path("keys-\(UUID().uuidString).json")
         let keysJSON = Dictionary(
             uniqueKeysWithValues: keys.map { ($0.key, $0.value.withUnsafeBytes { Data($0).base64EncodedString() }) })
         try JSONEncoder().encode(keysJSON).write(to: URL(fileURLWithPath: keysPath))
