@@ -159,34 +159,58 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
         }
     }
 
-    /// `false` for now: an interrupted download of an encrypted file starts over.
+    /// `false`: the queue always asks for the content from its start. An interrupted download still resumes:
+    /// the ciphertext is kept beside the partial file (see ``downloadFile(attachment:into:from:progress:)``).
     public var supportsRangedDownloads: Bool { false }
 
-    /// Downloads the ciphertext into a temporary file beside `destination`, then decrypts it into
-    /// `destination` (one segment in memory), hashing the content as it is written.
+    /// Downloads the ciphertext into a file beside `destination`, then decrypts it into `destination` (one
+    /// segment in memory), hashing the content as it is written.
+    ///
+    /// The ciphertext is kept when the download fails (the network dropped, the key is not here yet), under
+    /// the name the queue keeps for a partial download's resume data, and the next try fetches only the rest
+    /// of it when the wrapped adapter reads ranges (which starts over when the object changed meanwhile); it
+    /// is removed once the content was written, or when it does not decrypt. The wrapped adapter's parallel
+    /// ranged reads of a big object apply as they do without encryption.
     public func downloadFile(
         attachment: Attachment, into destination: URL, from offset: Int64,
         progress: @escaping TransferProgressHandler
     ) async throws -> RemoteObjectInfo {
         let files = SystemFileOperations()
-        let sealed = destination.deletingLastPathComponent().appendingPathComponent(FileName.uniqueTemporaryName())
-        defer { try? files.removeFile(atPath: sealed.path) }
-        _ = try await base.downloadFile(attachment: Self.stored(attachment), into: sealed, from: 0) {
-            sent in
-            progress(TransferProgress(completedBytes: sent.completedBytes, totalBytes: attachment.size))
+        let sealed = destination.deletingLastPathComponent().appendingPathComponent(
+            FileName.resumeValidatorName(for: destination.lastPathComponent))
+        var keepSealed = true
+        defer { if !keepSealed { try? files.removeFile(atPath: sealed.path) } }
+        let fetched = base.supportsRangedDownloads ? (try files.info(atPath: sealed.path)?.size ?? 0) : 0
+        do {
+            _ = try await base.downloadFile(attachment: Self.stored(attachment), into: sealed, from: fetched) {
+                sent in
+                progress(TransferProgress(completedBytes: sent.completedBytes, totalBytes: attachment.size))
+            }
+        } catch let error as AttachmentError where error.code == .remoteNotFound {
+            keepSealed = false
+            throw error
         }
         let head = try files.openForReading(atPath: sealed.path)
         let start = try head.read(upToCount: 304) ?? Data()
         try head.close()
         if readsPlain(start, attachment) {
+            keepSealed = false
             let (size, sha256) = try await files.digest(ofFileAt: sealed.path)
             try Self.checkPlain(sha256: sha256, attachment)
             try files.rename(sealed.path, to: destination.path)
             progress(TransferProgress(completedBytes: size, totalBytes: size))
             return RemoteObjectInfo(writtenSize: size, writtenSHA256: sha256)
         }
-        let header = try Self.header(of: start, attachment)
+        let header: EncryptedFormat.Header
+        do {
+            header = try Self.header(of: start, attachment)
+        } catch {
+            keepSealed = false
+            throw error
+        }
+        // Without the key, the ciphertext waits here for it.
         let key = try await masterKey(header.keyId, for: attachment)
+        keepSealed = false
         do {
             let (_, contentSize, contentSHA256) = try await onBlockingThread {
                 try Self.transform(sealed, into: destination) { chunk, stream in

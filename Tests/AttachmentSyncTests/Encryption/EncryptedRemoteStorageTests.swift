@@ -205,6 +205,60 @@ struct EncryptedRemoteStorageTests {
         await reader.queue.close()
     }
 
+    @Test(
+        "an interrupted download resumes the ciphertext where it stopped; one that waited for its key downloads nothing again"
+    )
+    func downloadsResume() async throws {
+        let folder = try TemporaryDirectory()
+        let memory = InMemoryRemoteStorage()
+        let writer = EncryptedRemoteStorage(wrapping: memory, keys: Self.keys)
+        var random = SplitMix64(seed: 31)
+        let content = Data((0..<300_000).map { _ in UInt8(truncatingIfNeeded: random.next()) })
+        let photo = Self.attachment("photo", content)
+        try await writer.uploadFile(data: content, attachment: photo)
+        let total = Int64(try #require(await memory.file(named: "photo.jpg")).count)
+        let partial = URL(fileURLWithPath: folder.path(".attachment-sync-download-photo.jpg"))
+        let sealed = folder.path(".attachment-sync-etag-.attachment-sync-download-photo.jpg")
+
+        // Cut at 100,000 bytes of ciphertext.
+        await memory.holdDownloads(atByte: 100_000)
+        let cut = Task { try await writer.downloadFile(attachment: photo, into: partial, from: 0) { _ in } }
+        await memory.waitForHeldDownload()
+        cut.cancel()
+        _ = await cut.result
+        await memory.holdDownloads(atByte: nil)
+        #expect(try FileManager.default.attributesOfItem(atPath: sealed)[.size] as? Int == 100_000)
+        let served = await memory.bytesServed
+        let info = try await writer.downloadFile(attachment: photo, into: partial, from: 0) { _ in }
+        #expect(await memory.bytesServed - served == total - 100_000, "only the rest was fetched")
+        #expect(try Data(contentsOf: partial) == content)
+        #expect(info.writtenSHA256 == photo.contentHash)
+        #expect(!FileManager.default.fileExists(atPath: sealed), "the ciphertext is removed once decrypted")
+
+        // Without the key the ciphertext stays; with it, nothing is fetched again.
+        try FileManager.default.removeItem(at: partial)
+        let keys = ChangingKeys()
+        let reader = EncryptedRemoteStorage(wrapping: memory, keys: keys)
+        await #expect(throws: AttachmentError.self) {
+            _ = try await reader.downloadFile(attachment: photo, into: partial, from: 0) { _ in }
+        }
+        #expect(try FileManager.default.attributesOfItem(atPath: sealed)[.size] as? Int64 == total)
+        keys.keys.withLock { $0["k1"] = EncryptedFormatTests.keys["k1"] }
+        let before = await memory.bytesServed
+        _ = try await reader.downloadFile(attachment: photo, into: partial, from: 0) { _ in }
+        #expect(await memory.bytesServed == before)
+        #expect(try Data(contentsOf: partial) == content)
+
+        // A damaged ciphertext is not kept: the next try fetches the object again.
+        var damaged = try #require(await memory.file(named: "photo.jpg"))
+        damaged[200_000] ^= 1
+        await memory.setFile(damaged, named: "photo.jpg")
+        await #expect(throws: AttachmentError.self) {
+            _ = try await reader.downloadFile(attachment: photo, into: partial, from: 0) { _ in }
+        }
+        #expect(!FileManager.default.fileExists(atPath: sealed))
+    }
+
     /// A provider whose keys can be added while the queue runs.
     final class ChangingKeys: KeyProvider {
         let keys = LockedValue<[String: SymmetricKey]>([:])

@@ -198,8 +198,10 @@ extension AttachmentQueue {
             withoutContent.filter { $0.state == .queuedDownload || $0.state == .synced }.flatMap {
                 record -> [String] in
                 guard let partial = try? FileName.downloadingName(for: record.localName()) else { return [] }
-                // The remote adapter may keep what it needs to resume beside the partial file.
-                return [partial, FileName.resumeValidatorName(for: partial)]
+                // The remote adapter may keep what it needs to resume beside the partial file, and an adapter
+                // it wraps what it needs beside that (EncryptedRemoteStorage keeps the ciphertext there).
+                let resume = FileName.resumeValidatorName(for: partial)
+                return [partial, resume, FileName.resumeValidatorName(for: resume)]
             })
         let unclaimed = Set(withoutContent.compactMap { try? $0.localName() }).subtracting(referenced)
         let present = Set(names)
