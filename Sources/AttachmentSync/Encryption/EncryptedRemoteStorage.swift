@@ -184,7 +184,11 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
         do {
             _ = try await base.downloadFile(attachment: Self.stored(attachment), into: sealed, from: fetched) {
                 sent in
-                progress(TransferProgress(completedBytes: sent.completedBytes, totalBytes: attachment.size))
+                // In content bytes: the share of the ciphertext received, of the content's size.
+                guard let contentSize = attachment.size, let storedSize = sent.totalBytes else {
+                    return progress(TransferProgress(completedBytes: sent.completedBytes, totalBytes: nil))
+                }
+                progress(Self.contentProgress(sent, contentSize: contentSize, storedSize: storedSize))
             }
         } catch let error as AttachmentError where error.code == .remoteNotFound {
             keepSealed = false

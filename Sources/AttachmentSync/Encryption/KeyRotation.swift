@@ -85,8 +85,18 @@ public enum KeyRotation {
                     + "so its files cannot be re-encrypted")
         }
         let keyId = try await remote.keys.currentKeyId()
-        let probe = Attachment(id: "", filename: "", state: .synced)
-        _ = try await remote.masterKey(keyId, for: probe)
+        guard let current = try await remote.keys.key(id: keyId) else {
+            throw AttachmentError(
+                code: .keyUnavailable,
+                message: "the current encryption key \(String(reflecting: keyId)) is not among the keys given; "
+                    + "nothing was rotated", name: keyId)
+        }
+        guard current.bitCount == 256 else {
+            throw AttachmentError(
+                code: .invalidConfiguration,
+                message: "the encryption key \(String(reflecting: keyId)) is \(current.bitCount) bits, not 256",
+                name: keyId)
+        }
         let records = try await AttachmentStore.allRecords(of: db, table: table)
             .filter { $0.hasSynced && $0.state != .queuedDelete }
             .sorted { $0.id < $1.id }

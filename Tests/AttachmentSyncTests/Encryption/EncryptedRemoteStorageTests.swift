@@ -54,8 +54,17 @@ struct EncryptedRemoteStorageTests {
         #expect(await memory.file(named: "copy.jpg") != stored)
 
         let target = URL(fileURLWithPath: folder.path("downloaded"))
-        let info = try await remote.downloadFile(attachment: photo, into: target, from: 0) { _ in }
+        let downloaded = LockedValue<[TransferProgress]>([])
+        let info = try await remote.downloadFile(attachment: photo, into: target, from: 0) { progress in
+            downloaded.withLock { $0.append(progress) }
+        }
         #expect(try Data(contentsOf: target) == content)
+        let reports = downloaded.withLock { $0 }
+        #expect(reports.count > 1)
+        #expect(
+            reports.allSatisfy { $0.totalBytes == Int64(content.count) && $0.completedBytes <= Int64(content.count) },
+            "download progress in content bytes")
+        #expect(reports.last?.completedBytes == Int64(content.count))
         #expect(info.writtenSHA256 == photo.contentHash)
         #expect(try await remote.downloadFile(attachment: photo) == content)
     }
