@@ -118,7 +118,7 @@ struct Reencryption {
     var opening: DecryptingStream?
     var sealing: EncryptingStream
 
-    mutating func update(_ chunk: ArraySlice<UInt8>) throws -> [UInt8] {
+    mutating func update(_ chunk: UnsafeBufferPointer<UInt8>) throws -> [UInt8] {
         guard opening != nil else { return try sealing.update(chunk) }
         return try sealing.update(try opening!.update(chunk))
     }

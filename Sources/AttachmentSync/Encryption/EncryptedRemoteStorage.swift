@@ -32,8 +32,11 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
 
     /// Encrypts what `base` stores with keys from `keys`.
     ///
-    /// - Parameter plaintextReads: Which stored files may be plain (stored before encryption was turned
-    ///   on). The default is ``PlaintextReads/refused``: every file must decrypt.
+    /// - Parameters:
+    ///   - base: The adapter that stores the ciphertext.
+    ///   - keys: Where the keys come from.
+    ///   - plaintextReads: Which stored files may be plain (stored before encryption was turned on). The
+    ///     default is ``PlaintextReads/refused``: every file must decrypt.
     public init(
         wrapping base: any RemoteStorageAdapter, keys: any KeyProvider, plaintextReads: PlaintextReads = .refused
     ) {
@@ -98,10 +101,14 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
     // MARK: Uploads
 
     /// Encrypts the content in memory and uploads the ciphertext.
+    ///
+    /// - Throws: `integrityMismatch` when the content is not what the attachment's ``Attachment/contentHash``
+    ///   says (nothing is uploaded).
     public func uploadFile(data: Data, attachment: Attachment) async throws {
         let keyId = try await keys.currentKeyId()
         let key = try await masterKey(keyId, for: attachment)
-        let contentSHA256 = attachment.contentHash?.lowercased() ?? FileStreaming.sha256(data)
+        let contentSHA256 = FileStreaming.sha256(data)
+        try Self.checkContent(contentSHA256, attachment)
         var stream = try EncryptingStream(
             header: try header(for: attachment, contentSHA256: contentSHA256, keyId: keyId, key: key), masterKey: key,
             attachmentId: attachment.id)
@@ -111,20 +118,36 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
             attachment: Self.stored(attachment, size: Int64(sealed.count), sha256: FileStreaming.sha256(sealed)))
     }
 
-    /// Encrypts the file into a temporary file beside it (one segment in memory), uploads that, removes it.
+    /// Files up to this size are encrypted in memory and uploaded from there; larger ones through a sealed
+    /// copy beside the file.
+    static let inMemoryUploadLimit: Int64 = 1 << 20
+
+    /// Encrypts the file and uploads the ciphertext: a small file from memory, a larger one through a sealed
+    /// copy beside it (one segment in memory), removed afterwards. Progress counts content bytes.
+    ///
+    /// - Throws: `integrityMismatch` when the file is not the content the attachment's
+    ///   ``Attachment/contentHash`` says (a file changed after it was saved): nothing is uploaded.
     public func uploadFile(fileURL: URL, attachment: Attachment, progress: @escaping TransferProgressHandler)
         async throws
     {
+        let files = SystemFileOperations()
+        if let size = try files.info(atPath: fileURL.path)?.size, size <= Self.inMemoryUploadLimit {
+            let handle = try files.openForReading(atPath: fileURL.path)
+            defer { try? handle.close() }
+            let data = try handle.readToEnd() ?? Data()
+            try await uploadFile(data: data, attachment: attachment)
+            progress(TransferProgress(completedBytes: Int64(data.count), totalBytes: Int64(data.count)))
+            return
+        }
         let keyId = try await keys.currentKeyId()
         let key = try await masterKey(keyId, for: attachment)
-        let files = SystemFileOperations()
         var contentSHA256 = attachment.contentHash?.lowercased()
         if contentSHA256 == nil { contentSHA256 = try await files.digest(ofFileAt: fileURL.path).sha256 }
         let header = try header(for: attachment, contentSHA256: contentSHA256 ?? "", keyId: keyId, key: key)
         let sealed = fileURL.deletingLastPathComponent().appendingPathComponent(FileName.uniqueTemporaryName())
         defer { try? files.removeFile(atPath: sealed.path) }
-        let (contentSize, sealedSize, sealedSHA256) = try await onBlockingThread {
-            try Self.transform(fileURL, into: sealed) { chunk, stream in
+        let (contentSize, sealedSize, sealedSHA256, readSHA256) = try await onBlockingThread {
+            try Self.transform(fileURL, into: sealed, hashingInput: true) { chunk, stream in
                 try stream.update(chunk)
             } finish: { stream in
                 try stream.finish()
@@ -132,11 +155,26 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
                 try EncryptingStream(header: header, masterKey: key, attachmentId: attachment.id)
             }
         }
+        // The header was derived from the content's hash: the file read must be that content.
+        try Self.checkContent(readSHA256, attachment, expected: contentSHA256)
         try await base.uploadFile(
             fileURL: sealed, attachment: Self.stored(attachment, size: sealedSize, sha256: sealedSHA256)
         ) { sent in
             progress(Self.contentProgress(sent, contentSize: contentSize, storedSize: sealedSize))
         }
+    }
+
+    /// Throws `integrityMismatch` unless `sha256`, the hash of the content about to be encrypted, is the
+    /// attachment's ``Attachment/contentHash`` (or `expected`), when it has one.
+    static func checkContent(_ sha256: String, _ attachment: Attachment, expected: String? = nil) throws {
+        guard let recorded = (expected ?? attachment.contentHash)?.lowercased(), FileStreaming.isSHA256(recorded),
+            recorded != sha256
+        else { return }
+        throw AttachmentError(
+            code: .integrityMismatch,
+            message: "the content to upload as \(String(reflecting: attachment.filename)) has SHA-256 \(sha256), but "
+                + "attachment \(String(reflecting: attachment.id)) was saved with \(recorded); nothing was uploaded",
+            attachmentId: attachment.id, name: attachment.filename)
     }
 
     // MARK: Downloads
@@ -295,37 +333,53 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
             completedBytes: min(contentSize, Int64(share * Double(contentSize))), totalBytes: contentSize)
     }
 
-    /// Streams the file at `source` through a stream into `target` (created, flushed), 1 MiB at a time; returns
-    /// the sizes read and written and, with `hashing`, the SHA-256 of what was written.
+    /// Streams the file at `source` through a stream into `target` (created or truncated; not flushed: an
+    /// upload's sealed copy is removed after the upload, and the queue flushes a download's file itself),
+    /// 1 MiB at a time; returns the sizes read and written and, with `hashing`, the SHA-256 of what was
+    /// written.
     static func transform<Stream>(
         _ source: URL, into target: URL, hashing: Bool = true,
-        update: (ArraySlice<UInt8>, inout Stream) throws -> [UInt8], finish: (inout Stream) throws -> [UInt8],
+        update: (UnsafeBufferPointer<UInt8>, inout Stream) throws -> [UInt8], finish: (inout Stream) throws -> [UInt8],
         stream makeStream: () throws -> Stream
     ) throws -> (read: Int64, written: Int64, sha256: String) {
+        let result = try transform(
+            source, into: target, hashing: hashing, hashingInput: false, update: update, finish: finish,
+            stream: makeStream)
+        return (result.read, result.written, result.sha256)
+    }
+
+    /// ``transform(_:into:hashing:update:finish:stream:)`` that also returns, with `hashingInput`, the SHA-256
+    /// of what was read.
+    static func transform<Stream>(
+        _ source: URL, into target: URL, hashing: Bool = true, hashingInput: Bool,
+        update: (UnsafeBufferPointer<UInt8>, inout Stream) throws -> [UInt8], finish: (inout Stream) throws -> [UInt8],
+        stream makeStream: () throws -> Stream
+    ) throws -> (read: Int64, written: Int64, sha256: String, readSHA256: String) {
         var stream = try makeStream()
-        guard FileManager.default.createFile(atPath: target.path, contents: nil) else {
-            throw AttachmentError(
-                code: .fileSystem, message: "cannot create \(target.lastPathComponent)", path: target.path)
-        }
-        let input = try FileHandle(forReadingFrom: source)
+        let files = SystemFileOperations()
+        let input = try files.openForReading(atPath: source.path)
         defer { try? input.close() }
-        let output = try FileHandle(forWritingTo: target)
-        defer { try? output.close() }
+        let output = try files.openForWriting(atPath: target.path, at: nil)
+        defer { output.close() }
         var hasher = SHA256()
+        var inputHasher = SHA256()
         var read: Int64 = 0
         var written: Int64 = 0
         func emit(_ bytes: [UInt8]) throws {
             guard !bytes.isEmpty else { return }
             if hashing { hasher.update(data: bytes) }
-            try output.write(contentsOf: bytes)
+            try output.write(Data(bytes))
             written += Int64(bytes.count)
         }
         while let chunk = try input.read(upToCount: 1 << 20), !chunk.isEmpty {
             read += Int64(chunk.count)
-            try emit(update(Array(chunk)[...], &stream))
+            if hashingInput { inputHasher.update(data: chunk) }
+            try emit(chunk.withUnsafeBytes { try update($0.bindMemory(to: UInt8.self), &stream) })
         }
         try emit(finish(&stream))
-        try output.synchronize()
-        return (read, written, hashing ? FileStreaming.hex(hasher.finalize()) : "")
+        return (
+            read, written, hashing ? FileStreaming.hex(hasher.finalize()) : "",
+            hashingInput ? FileStreaming.hex(inputHasher.finalize()) : ""
+        )
     }
 }

@@ -268,6 +268,37 @@ struct EncryptedRemoteStorageTests {
         #expect(!FileManager.default.fileExists(atPath: sealed))
     }
 
+    @Test(
+        "a file changed after it was saved is not uploaded: the content must be the record's, small or large",
+        arguments: [10_000, 3 * 1_048_576])
+    func changedFileIsNotUploaded(size: Int) async throws {
+        let folder = try TemporaryDirectory()
+        let memory = InMemoryRemoteStorage()
+        let remote = EncryptedRemoteStorage(wrapping: memory, keys: Self.keys)
+        let saved = Data(repeating: 1, count: size)
+        let photo = Self.attachment("photo", saved)
+        let file = URL(fileURLWithPath: folder.path("photo.jpg"))
+        var changed = saved
+        changed[size / 2] = 2
+        try changed.write(to: file)
+        do {
+            try await remote.uploadFile(fileURL: file, attachment: photo) { _ in }
+            Issue.record("a changed file was uploaded")
+        } catch let error as AttachmentError {
+            #expect(error.code == .integrityMismatch)
+        }
+        await #expect(throws: AttachmentError.self) { try await remote.uploadFile(data: changed, attachment: photo) }
+        #expect(await memory.file(named: "photo.jpg") == nil, "nothing uploaded")
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasPrefix(".") }
+        #expect(leftovers.isEmpty)
+        // The saved content goes.
+        try saved.write(to: file)
+        try await remote.uploadFile(fileURL: file, attachment: photo) { _ in }
+        let stored = try #require(await memory.file(named: "photo.jpg"))
+        #expect(
+            try EncryptedFormatTests.pythonDecrypt(Array(stored), attachmentId: "photo", in: folder) == Array(saved))
+    }
+
     /// A provider whose keys can be added while the queue runs.
     final class ChangingKeys: KeyProvider {
         let keys = LockedValue<[String: SymmetricKey]>([:])
