@@ -13,9 +13,9 @@ extension S3RemoteStorage: ReplaceableRemoteStorage {
     /// Ceph's gateway (16.2) compares `If-Match` with the ETag without its quotes, so a quoted ETag it
     /// refuses is sent once more without them, after a second `HEAD` found the same ETag.
     ///
-    /// - Throws: ``AttachmentError`` with code `conflict` when the object is stored with another SHA-256 (or
+    /// - Throws: `AttachmentError` with code `conflict` when the object is stored with another SHA-256 (or
     ///   none) or changed meanwhile, `remoteNotFound` when there is none, `integrityMismatch` when the file is
-    ///   not the attachment's ``Attachment/contentHash``, `unsupported` above 5 GiB (one request's limit).
+    ///   not the attachment's `contentHash`, `unsupported` above 5 GiB (one request's limit).
     public func replaceFile(fileURL: URL, attachment: Attachment, replacing expectedSHA256: String) async throws {
         let key = try objectKey(for: attachment)
         let size = try transport.files.size(ofFileAt: fileURL.path)
