@@ -21,11 +21,15 @@ struct EncryptingStream {
         pending.reserveCapacity(header.segmentSize)
     }
 
+    /// A whole segment's length, sealed.
+    private var segmentLength: Int { header.segmentSize + EncryptedFormat.tagSize }
+
     /// The encrypted bytes for `content` (the header first, on the first call): every whole segment it
     /// completes.
     mutating func update(_ content: some Collection<UInt8>) throws -> [UInt8] {
         guard !finished else { throw Self.usedAfterFinish }
         var out = takeHeader()
+        out.reserveCapacity(out.count + (pending.count + content.count) / header.segmentSize * segmentLength)
         var rest = content[...]
         while !rest.isEmpty {
             let room = header.segmentSize - pending.count
@@ -67,7 +71,9 @@ struct EncryptingStream {
             authenticating: additionalData)
         index += 1
         pending.removeAll(keepingCapacity: true)
-        return Array(box.ciphertext) + Array(box.tag)
+        var sealed = Array(box.ciphertext)
+        sealed.append(contentsOf: box.tag)
+        return sealed
     }
 }
 
@@ -109,26 +115,30 @@ struct DecryptingStream {
     }
 
     mutating func update(_ bytes: some Collection<UInt8>) throws -> [UInt8] {
-        pending += bytes
+        pending.append(contentsOf: bytes)
         var out: [UInt8] = []
+        // Where the bytes not consumed yet begin: the consumed ones are dropped once, at the end.
+        var start = 0
+        defer { pending.removeFirst(min(start, pending.count)) }
         if header == nil {
             guard let parsed = try EncryptedFormat.Header.parse(pending) else { return [] }
             header = parsed
             key = EncryptedFormat.fileKey(master: try keyFor(parsed.keyId), header: parsed)
             additionalData = EncryptedFormat.additionalData(parsed, attachmentId: attachmentId)
-            pending.removeFirst(parsed.length)
+            start = parsed.length
         }
         guard let header else { return [] }
         let whole = header.segmentSize + EncryptedFormat.tagSize
+        out.reserveCapacity((pending.count - start) / whole * header.segmentSize)
         // A whole-size segment is never the last: it opens as soon as it is here.
-        while pending.count >= whole {
+        while pending.count - start >= whole {
             if sawLast {
                 throw EncryptedFormat.Failure(kind: .trailingBytes, detail: "bytes follow the last segment")
             }
-            out += try open(pending.prefix(whole), last: false)
-            pending.removeFirst(whole)
+            out += try open(pending[start..<(start + whole)], last: false)
+            start += whole
         }
-        if sawLast, !pending.isEmpty {
+        if sawLast, pending.count > start {
             throw EncryptedFormat.Failure(kind: .trailingBytes, detail: "bytes follow the last segment")
         }
         return out
