@@ -105,8 +105,9 @@ struct ListedObject: Sendable {
 }
 
 /// The bucket-level requests P6 needs and ``S3RemoteStorage`` does not make (it works on one object at a
-/// time): listing a prefix, deleting many objects at once, deleting the bucket. Signed with the library's
-/// ``SigV4Signer`` and sent with `URLSession`; not timed, only for checking and cleaning up.
+/// time): listing a prefix, deleting many objects at once, deleting the bucket, reading the start of an
+/// object (P9E). Signed with the library's ``SigV4Signer`` and sent with `URLSession`; not timed, only for
+/// checking and cleaning up.
 struct S3Bucket: Sendable {
     /// The server.
     let server: S3Server
@@ -162,10 +163,20 @@ struct S3Bucket: Sendable {
         }
     }
 
-    /// Signs and sends a request on the bucket; returns the status and the body.
+    /// The first `count` bytes of the object `key` (a ranged GET), or fewer when it is shorter.
+    func firstBytes(of key: String, count: Int) async throws -> Data {
+        let (status, body) = try await send(
+            method: "GET", key: key, query: [], headers: [("range", "bytes=0-\(count - 1)")])
+        guard status == 206 || status == 200 else {
+            throw BenchmarkFailure("reading the start of \(name)/\(key) failed: HTTP \(status) \(Self.excerpt(body))")
+        }
+        return body.prefix(count)
+    }
+
+    /// Signs and sends a request on the bucket, or on its object `key`; returns the status and the body.
     private func send(
-        method: String, query: [(name: String, value: String)], headers: [(name: String, value: String)] = [],
-        body: Data = Data()
+        method: String, key: String? = nil, query: [(name: String, value: String)],
+        headers: [(name: String, value: String)] = [], body: Data = Data()
     ) async throws -> (status: Int, body: Data) {
         var host = server.endpoint.host ?? ""
         if let port = server.endpoint.port { host += ":\(port)" }
@@ -173,7 +184,8 @@ struct S3Bucket: Sendable {
         while basePath.hasSuffix("/") { basePath.removeLast() }
         let signed = SigV4Signer(region: server.region).sign(
             SigV4Signer.Request(
-                method: method, path: basePath + "/" + name, query: query, headers: [("host", host)] + headers),
+                method: method, path: basePath + "/" + name + (key.map { "/" + $0 } ?? ""), query: query,
+                headers: [("host", host)] + headers),
             payload: .hashing(body), credentials: server.credentials, date: Date())
         let scheme = server.endpoint.scheme ?? "http"
         let suffix = signed.encodedQuery.isEmpty ? "" : "?" + signed.encodedQuery

@@ -59,7 +59,9 @@ struct Scenario: Sendable {
 
     /// Every scenario, in the order a full run runs them: P4 after the scenarios that time file writes,
     /// since deleting its 100,000 files slows file creation on ext4 for a while (see README), and P3 last.
-    /// P6 needs the local S3 server (`scripts/s3-server start`), `rclone` and the AWS CLI.
+    /// P6, P8 and P9 need the local S3 server (`scripts/s3-server start`), `rclone`, `s5cmd` and the AWS CLI;
+    /// P6E, P8E and P9E (issue 28: the same with end-to-end encryption, against themselves without) only the
+    /// server.
     static let all: [Scenario] = [
         Scenario(
             name: "P1",
@@ -113,6 +115,19 @@ struct Scenario: Sendable {
             summary: "one 1 GiB file up to and down from the local Ceph S3 server vs aws s3 cp and s5cmd cp "
                 + "(target not slower than the faster, peak RSS < 64 MiB)",
             run: S3BigFileScenario.run),
+        Scenario(
+            name: "P6E",
+            summary: "P6's queue uploads with end-to-end encryption vs without, same run (target ≤ 1.15×)",
+            run: S3EncryptedUploadsScenario.run),
+        Scenario(
+            name: "P8E",
+            summary: "P8's queue downloads with end-to-end encryption vs without, same run (target ≤ 1.15×)",
+            run: S3EncryptedDownloadsScenario.run),
+        Scenario(
+            name: "P9E",
+            summary: "P9's 1 GiB up and down with end-to-end encryption vs without, same run (target ≤ 1.15× each "
+                + "way, peak RSS < 64 MiB)",
+            run: S3EncryptedBigFileScenario.run),
         Scenario(
             name: "P4",
             summary: "a watch emission with one change, reconciled, at 10k and 100k items (target < 100 ms)",

@@ -8,6 +8,9 @@ if arguments.first == LargeFileChild.command {
 if arguments.first == S3BigFileChild.command {
     exit(await S3BigFileChild.main(Array(arguments.dropFirst())))
 }
+if arguments.first == S3EncryptedBigFileChild.command {
+    exit(await S3EncryptedBigFileChild.main(Array(arguments.dropFirst())))
+}
 if arguments.first == MappedUploadsChild.command {
     exit(await MappedUploadsChild.main(Array(arguments.dropFirst())))
 }
@@ -36,7 +39,7 @@ if let load = Machine.loadAverage(), load > 0.75 * Double(ProcessInfo.processInf
 }
 
 options.transport.makeCurrent()
-if options.scenarios.contains(where: { ["P6", "P8", "P9"].contains($0.name) }) {
+if options.scenarios.contains(where: { ["P6", "P8", "P9", "P6E", "P8E", "P9E"].contains($0.name) }) {
     printLine("S3 scenarios' transport: \(options.transport.name)")
 }
 
