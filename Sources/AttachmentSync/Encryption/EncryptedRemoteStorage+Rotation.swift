@@ -38,6 +38,15 @@ extension EncryptedRemoteStorage {
         do {
             _ = try await remote.downloadFile(attachment: Self.stored(attachment), into: sealed, from: 0) { _ in }
         } catch let error as AttachmentError where error.code == .remoteNotFound {
+            // One answer is not enough to call a file gone (a file called gone keeps its old key for good):
+            // the remote must also describe none.
+            guard try await remote.fileInfo(attachment: Self.stored(attachment)) == nil else {
+                throw AttachmentError(
+                    code: .remoteUnavailable,
+                    message: "remote storage answered that attachment \(String(reflecting: attachment.id)) has no "
+                        + "file, but describes one; it was left as it was, to be rotated by a later run",
+                    attachmentId: attachment.id, name: attachment.filename, underlying: error)
+            }
             return .missing
         }
         let storedSHA256 = try await files.digest(ofFileAt: sealed.path).sha256

@@ -30,14 +30,17 @@ public enum KeyRotation {
         /// How many stored files were under the current key already (or done in an earlier run, by the
         /// journal).
         public var upToDate: Int
-        /// The attachments whose stored file is not there (an archived one another device deleted, say).
+        /// The archived attachments whose stored file is not there (another device deleted it, say): the
+        /// remote answered so twice (a download and a description). A file missing for an attachment that is
+        /// not archived is in ``failed``.
         public var missing: [String]
         /// The attachments whose file could not be rotated, with why; each was left as it was.
         public var failed: [Failure]
         /// The key every rotated file is encrypted with now.
         public var keyId: String
 
-        /// Whether every stored file is under the current key now.
+        /// Whether every file the remote should hold is under the current key now: then the old keys are no
+        /// longer needed for this table's attachments.
         public var isComplete: Bool { failed.isEmpty }
     }
 
@@ -108,6 +111,8 @@ public enum KeyRotation {
         try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
         let directory = URL(fileURLWithPath: "/", isDirectory: true)
 
+        // An archived attachment's remote file may be gone for a good reason (another device deleted it).
+        let archived = Set(records.filter { $0.state == .archived }.map(\.id))
         var report = Report(rotated: [], upToDate: 0, missing: [], failed: [], keyId: keyId)
         var finished = 0
         let pending = records.filter { !done.contains($0.id) }
@@ -138,7 +143,17 @@ public enum KeyRotation {
                     report.upToDate += 1
                     try log?.note(id)
                 case .success(.missing):
-                    report.missing.append(id)
+                    if archived.contains(id) {
+                        report.missing.append(id)
+                    } else {
+                        // A file the remote should hold is gone: not something a rotation may call done.
+                        report.failed.append(
+                            Failure(
+                                attachmentId: id,
+                                reason: "remote storage holds no file for attachment \(String(reflecting: id)), "
+                                    + "which it should (verify --remote reports it); nothing was rotated",
+                                code: .remoteNotFound))
+                    }
                 case .failure(let error):
                     if error is CancellationError { throw error }
                     report.failed.append(

@@ -166,6 +166,35 @@ struct KeyRotationTests {
         await device.queue.close()
     }
 
+    @Test("a false 'not found' is a failure, not a missing file; a synced file really gone is a failure too")
+    func notFoundIsNotMissing() async throws {
+        let memory = InMemoryRemoteStorage()
+        let device = try await Self.storedUnderK1(memory, [("a", testBytes(3_000)), ("b", testBytes(3_100))])
+        let before = await memory.files
+        let remote = EncryptedRemoteStorage(
+            wrapping: memory, keys: StaticKeyProvider(keys: ["k1": Self.k1, "k2": Self.k2], current: "k2"),
+            segmentSize: 1_024)
+        // The remote answers one download "not found" although the file is there (model history 361).
+        await memory.failNext(
+            .download, with: AttachmentError(code: .remoteNotFound, message: "a wrong 404", attachmentId: "a"))
+        let first = try await KeyRotation.rotate(db: device.db, remote: remote)
+        #expect(!first.isComplete, "an existing file under the old key is never reported done")
+        #expect(first.missing.isEmpty)
+        #expect(first.failed.count == 1)
+        let unrotated = try #require(first.failed.first?.attachmentId)
+        #expect(await memory.file(named: "\(unrotated).jpg") == before["\(unrotated).jpg"])
+        let second = try await KeyRotation.rotate(db: device.db, remote: remote)
+        #expect(second.isComplete && second.rotated == [unrotated])
+
+        // A synced attachment's file that is really gone: a failure (the remote should hold it).
+        await memory.removeFile(named: "b.jpg")
+        let third = try await KeyRotation.rotate(db: device.db, remote: remote)
+        #expect(!third.isComplete)
+        #expect(third.failed.map(\.attachmentId) == ["b"])
+        #expect(third.failed.first?.code == .remoteNotFound)
+        await device.queue.close()
+    }
+
     @Test("a remote that cannot replace files is refused before anything is read")
     func needsAReplaceableRemote() async throws {
         let memory = InMemoryRemoteStorage()

@@ -32,6 +32,10 @@ actor RemoteStore {
     struct Object: Sendable, Equatable {
         var data: Data
         var sha256: String?
+        /// The filename it was stored as (what a listing names).
+        var name = ""
+        /// Changes whenever the object is written: what an ETag tells a resumed download.
+        var version = 0
     }
 
     /// Objects by ``key(_:)`` of their name: keys are bytes, as S3's are (Swift's `==` would merge names
@@ -41,13 +45,22 @@ actor RemoteStore {
     static func key(_ name: String) -> String { FileName.safeName(name, keepingDots: true) }
     private var faults: [RemoteFault] = []
     private(set) var calls = 0
+    private var versions = 0
+    /// The object version each partial download (by its destination path) holds the first bytes of, so a
+    /// resumed download splices only bytes of one version, as an `If-Range` with the ETag makes sure.
+    private var partials: [String: Int] = [:]
+
+    private func put(_ name: String, _ data: Data, sha256: String?) {
+        versions += 1
+        objects[Self.key(name)] = Object(data: data, sha256: sha256, name: name, version: versions)
+    }
 
     func inject(_ fault: RemoteFault) { faults.append(fault) }
     func clearFaults() { faults.removeAll() }
 
     /// Stores an object as another device would (no call counted).
     func seed(_ name: String, _ data: Data, sha256: String?) {
-        objects[Self.key(name)] = Object(data: data, sha256: sha256)
+        put(name, data, sha256: sha256)
     }
 
     /// The next fault, if one waits.
@@ -58,7 +71,7 @@ actor RemoteStore {
 
     func upload(_ name: String, _ data: Data, sha256: String?) throws {
         if let fault = takeFault() { try Self.fail(fault, name) }
-        objects[Self.key(name)] = Object(data: data, sha256: sha256)
+        put(name, data, sha256: sha256)
     }
 
     /// The bytes a download serves (maybe faulty), and what the server reports about the object.
@@ -81,6 +94,37 @@ actor RemoteStore {
         default:
             return (object.data, info)
         }
+    }
+
+    /// A download into `destination` that holds the first `offset` bytes of an earlier one: the bytes served
+    /// (maybe faulty), what the server reports, and the offset they start at, which is 0 when the object was
+    /// written since those first bytes were fetched (the ETag changed: the whole object is served again).
+    func download(_ name: String, into destination: String, from offset: Int64) throws -> (
+        served: Data, info: RemoteObjectInfo, from: Int64
+    ) {
+        let (served, info) = try download(name)
+        let version = objects[Self.key(name)]?.version ?? 0
+        let resumes = offset > 0 && partials[destination] == version
+        partials[destination] = version
+        return (served, info, resumes ? offset : 0)
+    }
+
+    /// Replaces an object only while its bytes have SHA-256 `expected` (a `PUT` with `If-Match`).
+    func replace(_ name: String, _ data: Data, sha256: String?, expected: String) throws {
+        if let fault = takeFault() { try Self.fail(fault, name) }
+        guard let current = objects[Self.key(name)] else {
+            throw AttachmentError(code: .remoteNotFound, message: "no object \(name) to replace", name: name)
+        }
+        guard FileStreaming.sha256(current.data) == expected.lowercased() else {
+            throw AttachmentError(code: .conflict, message: "\(name) changed; nothing was replaced", name: name)
+        }
+        put(name, data, sha256: sha256)
+    }
+
+    /// Deletes an object by the key it is stored under (a listed one).
+    func deleteStored(_ key: String) throws {
+        if let fault = takeFault() { try Self.fail(fault, key) }
+        objects[key] = nil
     }
 
     /// What the server says about an object (a HEAD; no fault applies), or `nil`.
@@ -140,9 +184,11 @@ struct ModelRemote: RemoteStorageAdapter {
         progress: @escaping TransferProgressHandler
     ) async throws -> RemoteObjectInfo {
         try disk.crash.check("remote download")
-        let (served, info) = try await store.download(attachment.filename)
-        let start = Int(min(max(offset, 0), Int64(served.count)))
-        let writer = try disk.openForWriting(atPath: destination.path, at: offset > 0 ? offset : nil)
+        // From the offset only while the object is the one those first bytes came from; else from the start.
+        let (served, info, from) = try await store.download(
+            attachment.filename, into: destination.path, from: offset)
+        let start = Int(min(max(from, 0), Int64(served.count)))
+        let writer = try disk.openForWriting(atPath: destination.path, at: from > 0 ? from : nil)
         defer { writer.close() }
         // Two chunks, so a crash can fall between them.
         let rest = served[start...]

@@ -26,6 +26,16 @@ import Logging
 ///    of reach (`EACCES`) for a while.
 /// 9. Convergence: once faults stop, a bounded number of passes uploads every saved attachment, downloads
 ///    every referenced one that exists remotely, completes every delete, and leaves nothing queued.
+///
+/// With encryption on (``ModelSetup/encrypted``) the remote holds ciphertext: 1, 2 and 9 compare the
+/// content a stored object decrypts to, and every download is checked byte for byte (the format
+/// authenticates it, so even another device's file without a hash must arrive exact). And (see
+/// ``ModelEncryption``):
+/// 10. Nothing in the clear: every stored object starts with the format's magic and holds no content's
+///     first 32 bytes.
+/// 11. A missing key only makes transfers wait: nothing is given up for it, and once the keys are back,
+///     everything converges.
+/// 12. A rotation that completed while no key was lost leaves every file it had to look at under the new key.
 final class ModelRun {
     let history: ModelHistory
     let root: URL
@@ -35,8 +45,10 @@ final class ModelRun {
     let clock = ManualClock()
     /// The device's network, which steps take down, make metered and bring back; it outlives restarts.
     let network = ManualNetworkConditions()
+    /// The app's keys and the encryption harness, in an encrypted setup; they outlive restarts.
+    let encryption: ModelEncryption?
     private(set) var violations: [String] = []
-    private var stepIndex = -1
+    private(set) var stepIndex = -1
 
     /// Takes the attachments folder out of reach for a few steps; it outlives restarts.
     let access: AccessSwitch
@@ -47,11 +59,13 @@ final class ModelRun {
     private var startupIncomplete = false
 
     // The current simulated process.
-    private var crash = CrashSwitch()
-    private var disk: SimulatedDisk
-    private var db: LocalDatabase!
-    private var queue: AttachmentQueue!
-    private var syncing = false
+    private(set) var crash = CrashSwitch()
+    private(set) var disk: SimulatedDisk
+    private(set) var db: LocalDatabase!
+    private(set) var queue: AttachmentQueue!
+    private(set) var syncing = false
+    /// The queue's remote in an encrypted setup: the model's behind the app's keys.
+    private(set) var encryptedRemote: EncryptedRemoteStorage?
     private var crashArmed = false
 
     // What the app knows.
@@ -63,7 +77,7 @@ final class ModelRun {
 
     /// The dictionary key of an id: its bytes, escaped (Swift's `==` would merge ids that differ only in
     /// their Unicode form, which SQLite keeps apart).
-    private static func key(_ id: String) -> String { FileName.safeName(id, keepingDots: true) }
+    static func key(_ id: String) -> String { FileName.safeName(id, keepingDots: true) }
     private var committed: [String: Saved] = [:]
     private var uncertainSaves: [String: Saved] = [:]
     private var uncertainDeletes: [String: String] = [:]
@@ -98,6 +112,8 @@ final class ModelRun {
     var attachments: String { root.appendingPathComponent("attachments").path }
     var userFolder: String { root.appendingPathComponent("user").path }
     var databasePath: String { root.appendingPathComponent("app.sqlite").path }
+    /// Where the app's key rotation downloads the stored files it re-encrypts (ciphertext only).
+    var rotationWork: String { root.appendingPathComponent("rotation").path }
 
     init(_ history: ModelHistory) throws {
         self.history = history
@@ -109,6 +125,7 @@ final class ModelRun {
             at: root.appendingPathComponent("user"), withIntermediateDirectories: true)
         access = AccessSwitch(folder: root.appendingPathComponent("attachments").path)
         disk = SimulatedDisk(crash: crash, insensitive: history.setup.insensitiveDisk, access: access)
+        encryption = history.setup.encrypted ? ModelEncryption() : nil
     }
 
     deinit {
@@ -158,7 +175,7 @@ final class ModelRun {
 
     /// Records a broken invariant; `kind` groups violations for the shrinker (which keeps a history failing
     /// with the same kind).
-    private func violation(_ text: String, kind: String) {
+    func violation(_ text: String, kind: String) {
         violations.append("[\(kind)] after step \(stepIndex): \(text)")
     }
 
@@ -196,8 +213,10 @@ final class ModelRun {
             transfers.recoveryDelay = .seconds(20)
             configuration.backgroundTransfers = transfers
         }
+        let remote = ModelRemote(store: store, disk: disk)
+        encryptedRemote = encryption?.wrap(remote)
         queue = AttachmentQueue(
-            db: db, remoteStorage: ModelRemote(store: store, disk: disk), configuration: configuration,
+            db: db, remoteStorage: encryptedRemote ?? remote, configuration: configuration,
             localStorage: FileManagerStorageAdapter(files: disk))
         do {
             try await queue.waitForInit()
@@ -221,7 +240,7 @@ final class ModelRun {
 
     /// The process dies (if the crash switch has not already killed it, it is a clean stop) and starts again
     /// on the same database and folders; startup runs, and what was uncertain is settled.
-    private func restart() async throws {
+    func restart() async throws {
         await queue.close()
         try await db.close()
         // While the app is dead, the service finishes what it was handed (all of it, or one transfer).
@@ -275,7 +294,7 @@ final class ModelRun {
         return try await db.readTransaction { tx in try store.record(id: id, in: tx) }
     }
 
-    private func records() async throws -> [AttachmentRecord] {
+    func records() async throws -> [AttachmentRecord] {
         let store = AttachmentStore(table: "attachments")
         return try await db.readTransaction { tx in try store.records(in: tx) }
     }
@@ -286,12 +305,14 @@ final class ModelRun {
         switch step {
         case .save(let id, let content, let size, let ext, let watch):
             let data = ModelHistory.bytes(content: content, size: size)
+            encryption?.note(data)
             await save(id: id, data: data, handover: nil, watch: watch) { queue in
                 try await queue.saveFile(
                     data: data, mediaType: nil, fileExtension: ext, id: id, updateHook: Self.hook(watch))
             }
         case .saveFile(let id, let content, let size, let move, let symlink, let watch):
             let data = ModelHistory.bytes(content: content, size: size)
+            encryption?.note(data)
             handoverCount += 1
             let path = (userFolder as NSString).appendingPathComponent("file\(handoverCount).bin")
             var target: String?
@@ -342,8 +363,18 @@ final class ModelRun {
             let data = ModelHistory.bytes(content: content, size: size)
             let hash = FileStreaming.sha256(data)
             seeded[Self.key(id)] = (id, data)
-            if metadata { hashKnown.insert(Self.key(id)) }
-            await store.seed("\(id).bin", data, sha256: metadata ? hash : nil)
+            // An encrypted file is authenticated: its bytes are known to be the upload's, hash or not.
+            if metadata || encryption != nil { hashKnown.insert(Self.key(id)) }
+            if let encryption {
+                encryption.note(data)
+                do {
+                    try await encryption.seed(store, id: id, filename: "\(id).bin", data: data, keepsHash: metadata)
+                } catch {
+                    violation("another device could not upload \(id.debugDescription): \(error)", kind: "harness")
+                }
+            } else {
+                await store.seed("\(id).bin", data, sha256: metadata ? hash : nil)
+            }
             let rowHashValue: String? = rowHash ? hash : nil
             let rowSizeValue: Int64? = rowSize ? Int64(size) : nil
             _ = try? await db.execute(
@@ -397,6 +428,8 @@ final class ModelRun {
             await background.loseOne()
         case .serviceRepeats:
             await background.repeatLast()
+        case .rotateKey, .loseKey, .restoreKey:
+            await performKeyStep(step)
         }
         // While syncing, let the background work finish before looking.
         if syncing, !crash.hasCrashed { try? await queue.syncNow() }
@@ -508,7 +541,7 @@ final class ModelRun {
             let id = saved.id
             let record = byId[key]
             let local = record?.localPath.map { read(attachmentsPath($0)) } ?? nil
-            let remote = objects[RemoteStore.key(saved.filename)]?.data
+            let remote = content(of: objects[RemoteStore.key(saved.filename)]?.data, id: id, filename: saved.filename)
             if let local, local != saved.data {
                 violation("\(id.debugDescription)'s local file holds other bytes than were saved", kind: "bytes")
             }
@@ -560,6 +593,8 @@ final class ModelRun {
                         + "reach: \(error)", kind: "unreachable")
             }
         }
+        // 10, 11: nothing in the clear, nothing given up for a missing key.
+        if let encryption { checkEncryption(encryption, records: records, objects: objects) }
         // 4: no orphans after a restart.
         if afterRestart { checkNoOrphans(records) }
         // 5: nothing outside the attachments folder.
@@ -574,7 +609,9 @@ final class ModelRun {
             case "open", "write", "remove", "mkdir": written = [parts[1]]
             default: written = []  // commits, flushes, remote calls
             }
-            for path in written where !path.hasPrefix(attachments + "/") && path != attachments {
+            // The app's key rotation downloads into its own work folder (not the queue's doing).
+            for path in written
+            where !path.hasPrefix(attachments + "/") && path != attachments && !path.hasPrefix(rotationWork + "/") {
                 if parts[0] == "remove", movedSources.contains(path) { continue }
                 violation("a durable operation outside the attachments folder: \(operation)", kind: "outside")
             }
@@ -594,6 +631,12 @@ final class ModelRun {
                 }
             }
         }
+    }
+
+    /// The content of attachment `id`'s stored object: its bytes, or what they decrypt to in an encrypted
+    /// setup (see ``ModelEncryption/content(of:id:key:)``).
+    private func content(of stored: Data?, id: String, filename: String) -> Data? {
+        encryption?.content(of: stored, id: id, key: RemoteStore.key(filename)) ?? stored
     }
 
     private func attachmentsPath(_ relative: String) -> String {
@@ -657,7 +700,10 @@ final class ModelRun {
         await store.clearFaults()
         crash.disarm()
         network.update(.unrestricted)
+        // The app gets every key back, and tells the queue.
+        encryption?.keys.restoreAll()
         try await restart()
+        if encryption != nil { _ = try? await queue.keysDidChange() }
         // Each round waits the longest a retry may be delayed, no more, and retries only what was given up (as
         // an app's "try again" would): an attachment parked beyond the backoff ceiling (an absurd Retry-After
         // taken at its word) does not converge. (`retryAll()` would bring it forward and hide that.)
@@ -692,7 +738,9 @@ final class ModelRun {
             })
         for (key, saved) in committed {
             let id = saved.id
-            if objects[RemoteStore.key(saved.filename)]?.data != saved.data {
+            if content(of: objects[RemoteStore.key(saved.filename)]?.data, id: id, filename: saved.filename)
+                != saved.data
+            {
                 violation("converged: \(id.debugDescription) was never uploaded", kind: "converge")
             }
             if watched.contains(key), let record = byId[key], record.state != .synced {
@@ -733,6 +781,13 @@ final class ModelRun {
         for record in records where record.state == .queuedDownload && objects[RemoteStore.key(record.filename)] != nil
         {
             violation("converged: \(record.id.debugDescription) is still queued for download", kind: "converge")
+        }
+        // 11: with every key back, nothing waits for one.
+        if encryption != nil, let status = await queue.status.first(where: { _ in true }) {
+            for waiting in status.waitingForKeys {
+                violation(
+                    "converged: \(waiting.attachmentId.debugDescription) still waits for a key", kind: "converge")
+            }
         }
     }
 }
