@@ -17,9 +17,8 @@ import Foundation
 /// ```
 ///
 /// An app that turns encryption on with files already stored lets them be read with ``plaintextReads``.
-///
-/// Work in progress (issue 28): downloads start over rather than resume, background hand-off and key
-/// rotation of stored files are not there yet.
+/// Stored files move to a new key with ``KeyRotation``; transfers go to a ``BackgroundTransferService``
+/// when the wrapped adapter forms them (see ``backgroundUpload(for:fileURL:bodyFile:)``).
 public struct EncryptedRemoteStorage: RemoteStorageAdapter {
     /// The adapter that stores the ciphertext.
     public let base: any RemoteStorageAdapter
@@ -139,28 +138,47 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
             progress(TransferProgress(completedBytes: Int64(data.count), totalBytes: Int64(data.count)))
             return
         }
+        let sealed = fileURL.deletingLastPathComponent().appendingPathComponent(FileName.uniqueTemporaryName())
+        defer { try? files.removeFile(atPath: sealed.path) }
+        let (contentSize, sealedSize, sealedSHA256) = try await seal(fileURL, of: attachment, into: sealed)
+        try await base.uploadFile(
+            fileURL: sealed, attachment: Self.stored(attachment, size: sealedSize, sha256: sealedSHA256)
+        ) { sent in
+            progress(Self.contentProgress(sent, contentSize: contentSize, storedSize: sealedSize))
+        }
+    }
+
+    /// Encrypts the file at `fileURL` under the current key into `sealed` (created or truncated; removed again
+    /// when this throws), one segment in memory; returns the content's size and the encrypted file's size and
+    /// SHA-256.
+    ///
+    /// - Throws: `keyUnavailable` without the current key; `integrityMismatch` when the file is not the
+    ///   content the attachment's ``Attachment/contentHash`` says.
+    func seal(_ fileURL: URL, of attachment: Attachment, into sealed: URL) async throws -> (
+        contentSize: Int64, sealedSize: Int64, sealedSHA256: String
+    ) {
+        let files = SystemFileOperations()
         let keyId = try await keys.currentKeyId()
         let key = try await masterKey(keyId, for: attachment)
         var contentSHA256 = attachment.contentHash?.lowercased()
         if contentSHA256 == nil { contentSHA256 = try await files.digest(ofFileAt: fileURL.path).sha256 }
         let header = try header(for: attachment, contentSHA256: contentSHA256 ?? "", keyId: keyId, key: key)
-        let sealed = fileURL.deletingLastPathComponent().appendingPathComponent(FileName.uniqueTemporaryName())
-        defer { try? files.removeFile(atPath: sealed.path) }
-        let (contentSize, sealedSize, sealedSHA256, readSHA256) = try await onBlockingThread {
-            try Self.transform(fileURL, into: sealed, hashingInput: true) { chunk, stream in
-                try stream.update(chunk)
-            } finish: { stream in
-                try stream.finish()
-            } stream: {
-                try EncryptingStream(header: header, masterKey: key, attachmentId: attachment.id)
+        do {
+            let (contentSize, sealedSize, sealedSHA256, readSHA256) = try await onBlockingThread {
+                try Self.transform(fileURL, into: sealed, hashingInput: true) { chunk, stream in
+                    try stream.update(chunk)
+                } finish: { stream in
+                    try stream.finish()
+                } stream: {
+                    try EncryptingStream(header: header, masterKey: key, attachmentId: attachment.id)
+                }
             }
-        }
-        // The header was derived from the content's hash: the file read must be that content.
-        try Self.checkContent(readSHA256, attachment, expected: contentSHA256)
-        try await base.uploadFile(
-            fileURL: sealed, attachment: Self.stored(attachment, size: sealedSize, sha256: sealedSHA256)
-        ) { sent in
-            progress(Self.contentProgress(sent, contentSize: contentSize, storedSize: sealedSize))
+            // The header was derived from the content's hash: the file read must be that content.
+            try Self.checkContent(readSHA256, attachment, expected: contentSHA256)
+            return (contentSize, sealedSize, sealedSHA256)
+        } catch {
+            try? files.removeFile(atPath: sealed.path)
+            throw error
         }
     }
 
@@ -232,9 +250,7 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
             keepSealed = false
             throw error
         }
-        let head = try files.openForReading(atPath: sealed.path)
-        let start = try head.read(upToCount: 304) ?? Data()
-        try head.close()
+        let start = try Self.start(of: sealed)
         if readsPlain(start, attachment) {
             keepSealed = false
             let (size, sha256) = try await files.digest(ofFileAt: sealed.path)
@@ -253,6 +269,25 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
         // Without the key, the ciphertext waits here for it.
         let key = try await masterKey(header.keyId, for: attachment)
         keepSealed = false
+        let content = try await Self.decrypt(sealed, of: attachment, key: key, into: destination)
+        if let contentSize = content.writtenSize {
+            progress(TransferProgress(completedBytes: contentSize, totalBytes: contentSize))
+        }
+        return content
+    }
+
+    /// The first 304 bytes of the file (all of it when shorter): enough for any header.
+    static func start(of file: URL) throws -> Data {
+        let head = try SystemFileOperations().openForReading(atPath: file.path)
+        defer { try? head.close() }
+        return try head.read(upToCount: 304) ?? Data()
+    }
+
+    /// Decrypts the encrypted file `sealed` into `destination` (created or truncated; removed when the file
+    /// does not decrypt), one segment in memory, hashing the content as it is written.
+    static func decrypt(_ sealed: URL, of attachment: Attachment, key: SymmetricKey, into destination: URL)
+        async throws -> RemoteObjectInfo
+    {
         do {
             let (_, contentSize, contentSHA256) = try await onBlockingThread {
                 try Self.transform(sealed, into: destination) { chunk, stream in
@@ -263,10 +298,9 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
                     DecryptingStream(attachmentId: attachment.id) { _ in key }
                 }
             }
-            progress(TransferProgress(completedBytes: contentSize, totalBytes: contentSize))
             return RemoteObjectInfo(writtenSize: contentSize, writtenSHA256: contentSHA256)
         } catch let failure as EncryptedFormat.Failure {
-            try? files.removeFile(atPath: destination.path)
+            try? SystemFileOperations().removeFile(atPath: destination.path)
             throw Self.rejected(attachment, failure)
         }
     }

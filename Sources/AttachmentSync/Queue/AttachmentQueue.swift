@@ -158,14 +158,16 @@ public actor AttachmentQueue {
             URL(fileURLWithPath: configuration.attachmentsDirectory, isDirectory: true)
             .standardizedFileURL
         self.attachmentsPath = attachmentsDirectory.path
-        let forming = remoteStorage as? any BackgroundTransferForming
+        let forming = (remoteStorage as? any BackgroundTransferForming).flatMap {
+            $0.formsBackgroundTransfers ? $0 : nil
+        }
         let handsOff = configuration.backgroundTransfers != nil && forming != nil
         self.store = AttachmentStore(table: configuration.attachmentsQueueTableName, handsOff: handsOff)
         if let options = configuration.backgroundTransfers, let forming {
             let policy = configuration.networkPolicy
             self.handOffContext = HandOffContext(
                 options: options, remote: forming, store: HandOffStore(scope: configuration.attachmentsQueueTableName),
-                handing: LockedValue([]), requirement: { policy.requirement($0) })
+                handing: LockedValue([]), writtenBodies: LockedValue([]), requirement: { policy.requirement($0) })
         } else {
             self.handOffContext = nil
         }

@@ -167,4 +167,79 @@ public protocol BackgroundTransferForming: RemoteStorageAdapter {
     /// What the remote holds for the attachment (its size, and the SHA-256 stored with it), or `nil` when it
     /// holds nothing.
     func storedObject(for attachment: Attachment) async throws -> RemoteObjectInfo?
+
+    /// Whether this remote forms background transfers at all: `false` turns ``BackgroundTransfers`` down at
+    /// ``AttachmentQueue/startSync()`` with `invalidConfiguration`, as for a remote that does not conform.
+    ///
+    /// The default is `true`. A remote that wraps another forms them only when the one it wraps does.
+    var formsBackgroundTransfers: Bool { get }
+
+    /// The upload of the file at `fileURL` as the service is to send it: the request, the file it sends as
+    /// the body, and what the remote holds once it went through; or `nil` when this upload cannot go that way.
+    ///
+    /// A remote that stores something other than the file's bytes (``EncryptedRemoteStorage`` stores them
+    /// encrypted) writes that body at `bodyFile`, a file the queue names in the attachments directory, and
+    /// says the size and SHA-256 of what it will store; the queue keeps the body until the transfer's result
+    /// is adopted, then removes it. Throwing, or returning `nil`, leaves nothing at `bodyFile`.
+    ///
+    /// The default forms ``backgroundUploadRequest(for:fileURL:)`` with the file itself as the body.
+    func backgroundUpload(for attachment: Attachment, fileURL: URL, bodyFile: URL) async throws
+        -> BackgroundUpload?
+
+    /// The attachment's content from the body a background download fetched, written to `destination` (created
+    /// or replaced), with its size and SHA-256 as ``RemoteObjectInfo/writtenSize`` and
+    /// ``RemoteObjectInfo/writtenSHA256``; or `nil` when the body is the content as it is.
+    ///
+    /// The body file belongs to the service: it is read, never moved or changed.
+    ///
+    /// - Throws: `integrityMismatch` when the body is not the attachment's content (it does not decrypt, say),
+    ///   `keyUnavailable` when a key it needs is not there.
+    ///
+    /// The default returns `nil`.
+    func contentOfBackgroundDownload(_ body: URL, for attachment: Attachment, into destination: URL) async throws
+        -> RemoteObjectInfo?
+}
+
+/// An upload formed to run in a ``BackgroundTransferService`` (see
+/// ``BackgroundTransferForming/backgroundUpload(for:fileURL:bodyFile:)``).
+public struct BackgroundUpload: Sendable, Hashable {
+    /// The request to send.
+    public var request: PreparedRequest
+    /// The file the request sends as its body: the attachment's own file, or the `bodyFile` the queue named
+    /// for one written for the transfer.
+    public var bodyFile: URL
+    /// The size of what the remote holds once the upload went through, when it is not the file's.
+    public var storedSize: Int64?
+    /// The SHA-256 (lowercase hex) of what the remote holds once the upload went through, when it is not the
+    /// file's.
+    public var storedSHA256: String?
+
+    /// Creates an upload.
+    public init(request: PreparedRequest, bodyFile: URL, storedSize: Int64? = nil, storedSHA256: String? = nil) {
+        self.request = request
+        self.bodyFile = bodyFile
+        self.storedSize = storedSize
+        self.storedSHA256 = storedSHA256
+    }
+}
+
+extension BackgroundTransferForming {
+    /// `true`.
+    public var formsBackgroundTransfers: Bool { true }
+
+    /// ``backgroundUploadRequest(for:fileURL:)``, with the file itself as the body.
+    public func backgroundUpload(for attachment: Attachment, fileURL: URL, bodyFile: URL) async throws
+        -> BackgroundUpload?
+    {
+        try await backgroundUploadRequest(for: attachment, fileURL: fileURL).map {
+            BackgroundUpload(request: $0, bodyFile: fileURL)
+        }
+    }
+
+    /// `nil`: the body is the content.
+    public func contentOfBackgroundDownload(_ body: URL, for attachment: Attachment, into destination: URL)
+        async throws -> RemoteObjectInfo?
+    {
+        nil
+    }
 }

@@ -218,6 +218,18 @@ package enum FileName {
         "\(temporaryPrefix)etag-\(partialName)"
     }
 
+    /// A name for the body a remote writes for a background upload (an encrypted copy): a temporary name of
+    /// this process, marked as a hand-off's body.
+    static func writtenBodyName() -> String { "\(temporaryPrefixOfThisProcess)handoff-\(UUID().uuidString)" }
+
+    /// Whether `name` is one ``writtenBodyName()`` made (in any process).
+    static func isWrittenBody(_ name: String) -> Bool {
+        name.hasPrefix(temporaryPrefix) && name.contains(writtenBodyMark) && !name.contains("/")
+    }
+
+    /// What a written body's name holds after the temporary prefix (its process's ends with `-`).
+    private static let writtenBodyMark = "-handoff-"
+
     /// A unique temporary name for an atomic write: ``temporaryPrefixOfThisProcess`` and a UUID.
     static func uniqueTemporaryName() -> String { "\(temporaryPrefixOfThisProcess)\(UUID().uuidString)" }
 

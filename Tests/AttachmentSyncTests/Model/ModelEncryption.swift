@@ -358,3 +358,18 @@ extension ModelRun {
         }
     }
 }
+
+/// The model remote's background requests, for the encrypting remote to form its own from.
+extension ReplaceableModelRemote: BackgroundTransferForming {
+    func backgroundUploadRequest(for attachment: Attachment, fileURL: URL) async throws -> PreparedRequest? {
+        try await remote.backgroundUploadRequest(for: attachment, fileURL: fileURL)
+    }
+
+    func backgroundDownloadRequest(for attachment: Attachment) async throws -> PreparedRequest? {
+        try await remote.backgroundDownloadRequest(for: attachment)
+    }
+
+    func storedObject(for attachment: Attachment) async throws -> RemoteObjectInfo? {
+        try await remote.storedObject(for: attachment)
+    }
+}

@@ -162,16 +162,15 @@ struct ModelHistory: Sendable, CustomStringConvertible {
         // Drawn from a generator of its own, so that the histories of the other setups stay what they were.
         var encryption = SplitMix64(seed: seed ^ 0x656E_6372_7970_7465)
         setup.encrypted = encryption.next(below: 100) < 30
-        // The background service needs a remote that forms its requests ahead of time, which the encrypting
-        // one does not (yet): an encrypted setup transfers in the process.
-        if setup.encrypted { setup.background = false }
 
         var content = 0
         var steps: [ModelStep] = []
         while steps.count < length {
             content += 1
             let anyId = pick(savedIds + seededIds)
-            switch random.next(below: setup.background ? 122 : setup.encrypted ? 124 : 110) {
+            // Steps 110..<124 are the encrypted setups' key steps; the background service's follow them.
+            let kinds: UInt64 = setup.background ? (setup.encrypted ? 136 : 122) : setup.encrypted ? 124 : 110
+            switch random.next(below: kinds) {
             case 0..<16:
                 steps.append(
                     .save(
@@ -218,8 +217,8 @@ struct ModelHistory: Sendable, CustomStringConvertible {
             case 116..<120 where setup.encrypted:
                 steps.append(.loseKey(pick: Int(random.next(below: 4)), restart: chance(30)))
             case 120..<124 where setup.encrypted: steps.append(.restoreKey(pick: Int(random.next(below: 4))))
-            case 110..<118: steps.append(.serviceRuns(count: pick([1, 2, 5, 20])))
-            case 118..<120: steps.append(.serviceLoses)
+            case 110..<118, 124..<132: steps.append(.serviceRuns(count: pick([1, 2, 5, 20])))
+            case 118..<120, 132..<134: steps.append(.serviceLoses)
             default: steps.append(.serviceRepeats)
             }
         }

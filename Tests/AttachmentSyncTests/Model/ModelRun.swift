@@ -596,7 +596,7 @@ final class ModelRun {
         // 10, 11: nothing in the clear, nothing given up for a missing key.
         if let encryption { checkEncryption(encryption, records: records, objects: objects) }
         // 4: no orphans after a restart.
-        if afterRestart { checkNoOrphans(records) }
+        if afterRestart { checkNoOrphans(records, handedBodies: await handedBodies()) }
         // 5: nothing outside the attachments folder.
         let movedSources = Set(handovers.filter { $0.move && $0.committed == true }.map(\.path))
         for operation in crash.operations {
@@ -643,10 +643,20 @@ final class ModelRun {
         (attachments as NSString).appendingPathComponent(relative)
     }
 
-    private func checkNoOrphans(_ records: [AttachmentRecord]) {
+    /// The encrypted copies that recorded hand-offs send as their bodies (the queue keeps them until the
+    /// transfer's result is adopted).
+    private func handedBodies() async -> [String] {
+        guard history.setup.background, let db else { return [] }
+        return
+            (try? await db.getAll(
+                sql: "SELECT body_file FROM attachment_sync_handoffs WHERE body_file LIKE '.attachment-sync-%'"
+            ) { try $0.getString(name: "body_file") }) ?? []
+    }
+
+    private func checkNoOrphans(_ records: [AttachmentRecord], handedBodies: [String]) {
         let insensitive = history.setup.insensitiveDisk
         let fold: (String) -> String = { insensitive ? SimulatedDisk.folded($0) : $0 }
-        var allowed = Set(records.compactMap(\.localPath).map(fold))
+        var allowed = Set((records.compactMap(\.localPath) + handedBodies).map(fold))
         for record in records where record.localPath == nil {
             if let partial = try? FileName.downloadingName(for: record.localName()) {
                 allowed.insert(fold(partial))

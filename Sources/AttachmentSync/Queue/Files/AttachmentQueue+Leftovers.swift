@@ -54,10 +54,17 @@ extension AttachmentQueue {
         }
         let doomed = Set(plan.twins.map(\.name) + plan.candidates + stagedFiles)
         let claims = claims
+        let handOffs = handOffContext?.store
+        // The bodies written for handed-off uploads (encrypted copies) count as referenced while their
+        // hand-off is recorded.
         let (referencedNow, saveClaims, lease) = try await db.readTransaction { tx in
-            (try store.referenced(localPaths: doomed, in: tx), try claims.saveClaims(in: tx), try claims.lease(in: tx))
+            (
+                try store.referenced(localPaths: doomed, in: tx).union(try handOffs?.writtenBodies(in: tx) ?? []),
+                try claims.saveClaims(in: tx), try claims.lease(in: tx)
+            )
         }
-        let inUse = try await filesInUse(saveClaims: saveClaims, lease: lease)
+        var inUse = try await filesInUse(saveClaims: saveClaims, lease: lease)
+        inUse.ownWrittenBodies = handOffContext?.writtenBodies.withLock { $0 } ?? []
         /// A staging name left by a save that committed (its file is a record's): only a save of that id
         /// starting again could need the name.
         func ofCommittedSave(_ name: String) -> Bool {
@@ -148,9 +155,17 @@ extension AttachmentQueue {
         /// How the temporary names of running processes begin.
         var temporaryPrefixes: Set<String> = []
 
+        /// The bodies this queue wrote for hand-offs and has not removed: of this process's bodies
+        /// (``FileName/writtenBodyName()``), the only ones in use.
+        var ownWrittenBodies: Set<String> = []
+
         /// Whether the file `name` (a local name, its staging twin, or a temporary file) is in use.
         func contains(_ name: String) -> Bool {
-            names.contains(FileName.attachmentName(in: name)) || temporaryPrefixes.contains { name.hasPrefix($0) }
+            if FileName.isWrittenBody(name), name.hasPrefix(FileName.temporaryPrefixOfThisProcess) {
+                return ownWrittenBodies.contains(name)
+            }
+            return names.contains(FileName.attachmentName(in: name))
+                || temporaryPrefixes.contains { name.hasPrefix($0) }
         }
     }
 
@@ -175,6 +190,10 @@ extension AttachmentQueue {
     /// attachments by the part of it made from the id, so the test errs on the side of keeping.
     func mayRemoveDuringBackgroundCheck(_ name: String, ofCommittedSave: Bool) -> Bool {
         guard let touched = machine.touchedDuringCheck else { return true }
+        if FileName.isWrittenBody(name), name.hasPrefix(FileName.temporaryPrefixOfThisProcess) {
+            // Named in the set before it is written, and out of it only once removed (or its hand-off gone).
+            return handOffContext?.writtenBodies.withLock { $0.contains(name) } != true
+        }
         if name.hasPrefix(FileName.temporaryPrefixOfThisProcess) { return false }
         let stem = FileName.idStem(of: FileName.attachmentName(in: name))
         let busy = ofCommittedSave ? machine.reservedIDs : touched

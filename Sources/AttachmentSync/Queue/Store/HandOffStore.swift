@@ -81,6 +81,15 @@ struct HandOffStore: Sendable {
         try tx.getAll(sql: "\(Self.select) ORDER BY created_at, id", parameters: [scope], mapper: Self.handOff)
     }
 
+    /// The names of the bodies written for uploads (see ``FileName/isWrittenBody(_:)``) that hand-offs of
+    /// this scope send: startup's clean-up leaves them alone.
+    func writtenBodies(in tx: SqlTransaction) throws -> Set<String> {
+        let names = try tx.getAll(
+            sql: "SELECT body_file FROM \(Self.table) WHERE scope = ? AND body_file IS NOT NULL", parameters: [scope]
+        ) { try $0.getString(name: "body_file") }
+        return Set(names.filter(FileName.isWrittenBody))
+    }
+
     /// Deletes the hand-off `id`; `true` when it was there. Called in the transaction that books its result:
     /// `false` means another adoption (or the discovery that it was forgotten) came first.
     func remove(id: String, in tx: SqlTransaction) throws -> Bool {

@@ -110,6 +110,7 @@ extension AttachmentQueue {
         }
         switch Self.confirmation(of: handOff, stored: stored, status: result.statusCode) {
         case .stored(let size):
+            guard let size = contentSize(of: record, handOff, stored: size) else { return }
             await commitUpload(handOff, of: record, size: size, context)
         case .otherContent(let sha256):
             await bookHandOffFailure(
@@ -172,6 +173,7 @@ extension AttachmentQueue {
                 guard try handOffs.remove(id: handOff.id, in: tx) else { return false }
                 return try store.markUploaded(id: record.id, size: size, timestamp: timestamp, in: tx)
             }
+            discardWrittenBody(of: handOff)
             if committed {
                 logger.debug(
                     "uploaded in the background", metadata: ["attachment": "\(record.id)", "bytes": "\(size)"])
@@ -213,14 +215,39 @@ extension AttachmentQueue {
             let adopting = localPath(FileName.adoptingName(for: localName))
             staging = adopting
             try files.removeFile(atPath: adopting)
+            // A remote that stores something else than the content (encrypted) makes the content from the body.
+            let made: RemoteObjectInfo?
             do {
-                try files.link(body.path, to: adopting)
-            } catch let error as AttachmentError where (error.underlying as? POSIXError)?.code == .EXDEV {
-                try await onBlockingThread { try FileManager.default.copyItem(atPath: body.path, toPath: adopting) }
+                made = try await context.remote.contentOfBackgroundDownload(
+                    body, for: record.attachment(in: attachmentsDirectory),
+                    into: URL(fileURLWithPath: adopting, isDirectory: false))
+            } catch {
+                try? files.removeFile(atPath: adopting)
+                if error is CancellationError { return }
+                await bookHandOffFailure(handOff, error, context)
+                return
             }
-            let (size, sha256) = try await files.digest(ofFileAt: adopting)
-            var remote = RemoteObjectInfo(size: result.header("Content-Length").flatMap { Int64($0) })
-            if record.contentHash == nil {
+            if made == nil {
+                do {
+                    try files.link(body.path, to: adopting)
+                } catch let error as AttachmentError where (error.underlying as? POSIXError)?.code == .EXDEV {
+                    try await onBlockingThread {
+                        try FileManager.default.copyItem(atPath: body.path, toPath: adopting)
+                    }
+                }
+            }
+            let size: Int64
+            let sha256: String
+            if let made, let writtenSize = made.writtenSize, let writtenSHA256 = made.writtenSHA256 {
+                (size, sha256) = (writtenSize, writtenSHA256.lowercased())
+            } else {
+                (size, sha256) = try await files.digest(ofFileAt: adopting)
+            }
+            // The response's length and the stored object's hash describe the body, which is the content only
+            // when nothing was made from it.
+            var remote = RemoteObjectInfo(
+                size: made == nil ? result.header("Content-Length").flatMap { Int64($0) } : nil)
+            if record.contentHash == nil, made == nil {
                 remote =
                     try await context.remote.storedObject(for: record.attachment(in: attachmentsDirectory))
                     ?? remote
@@ -272,6 +299,7 @@ extension AttachmentQueue {
             logError("booking a failed background transfer failed; it is adopted later", error, id: record.id)
             return
         }
+        discardWrittenBody(of: handOff)
         logError("a background transfer failed", failure.error, id: record.id)
         if case .interrupted = decision { return }
         report(
@@ -292,7 +320,8 @@ extension AttachmentQueue {
                 return
             }
             if stored?.sha256 != nil,
-                case .stored(let size) = Self.confirmation(of: handOff, stored: stored, status: nil)
+                case .stored(let size) = Self.confirmation(of: handOff, stored: stored, status: nil),
+                let size = contentSize(of: record, handOff, stored: size)
             {
                 await commitUpload(handOff, of: record, size: size, context)
                 return
@@ -301,8 +330,38 @@ extension AttachmentQueue {
         let handOffs = context.store
         do {
             _ = try await db.writeTransaction { tx in try handOffs.remove(id: handOff.id, in: tx) }
+            discardWrittenBody(of: handOff)
         } catch {
             logError("taking back a lost background transfer failed", error, id: record.id)
+        }
+    }
+
+    /// Removes the body written for the hand-off's upload, if it has one (its record is gone). When that
+    /// fails (the folder out of reach), the next startup removes it.
+    private func discardWrittenBody(of handOff: HandOffStore.HandOff) {
+        guard let name = handOff.bodyFileName, FileName.isWrittenBody(name) else { return }
+        try? files.removeFile(atPath: localPath(name))
+        handOffContext?.writtenBodies.withLock { _ = $0.remove(name) }
+    }
+
+    /// The content's size of a confirmed upload whose stored object is `stored` bytes: that, unless the body
+    /// was written for the transfer (the remote stores the file encrypted, say), when it is the record's size
+    /// or its file's. `nil` (logged; adopted later) when neither can be read.
+    private func contentSize(of record: AttachmentRecord, _ handOff: HandOffStore.HandOff, stored: Int64) -> Int64? {
+        guard let body = handOff.bodyFileName, FileName.isWrittenBody(body) else { return stored }
+        if let size = record.size { return size }
+        do {
+            guard let path = record.localPath, let size = try files.info(atPath: localPath(path))?.size else {
+                throw AttachmentError(
+                    code: .localFileNotFound,
+                    message: "the file of attachment \(String(reflecting: record.id)) is gone",
+                    attachmentId: record.id)
+            }
+            return size
+        } catch {
+            logError(
+                "reading the size of a background upload's file failed; it is confirmed later", error, id: record.id)
+            return nil
         }
     }
 
@@ -314,11 +373,13 @@ extension AttachmentQueue {
         let store = store
         let handOffs = context.store
         do {
-            return try await db.writeTransaction { tx -> AttachmentRecord? in
+            let record = try await db.writeTransaction { tx -> AttachmentRecord? in
                 if let record = try store.record(id: handOff.attachmentId, in: tx) { return record }
                 _ = try handOffs.remove(id: handOff.id, in: tx)
                 return nil
             }
+            if record == nil { discardWrittenBody(of: handOff) }
+            return record
         } catch {
             logError("reading a handed-off attachment failed", error, id: handOff.attachmentId)
             return nil

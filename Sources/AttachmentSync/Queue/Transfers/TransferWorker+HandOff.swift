@@ -9,6 +9,10 @@ struct HandOffContext: Sendable {
     /// The ids being handed over in this process right now: recorded, the service's `hand` not returned.
     /// Adoption leaves them alone (the service may not know them yet).
     let handing: LockedValue<Set<String>>
+    /// The names of the bodies this queue wrote for hand-offs (encrypted copies) and has not removed yet,
+    /// named here before they are written: startup's clean-up leaves them alone, and removes this process's
+    /// others (an earlier queue's, whose removal failed).
+    let writtenBodies: LockedValue<Set<String>>
     /// Which network the attachment's transfer waits for (the queue's ``NetworkPolicy``).
     let requirement: @Sendable (Attachment) -> NetworkRequirement
 }
@@ -40,8 +44,39 @@ extension TransferWorker {
                 (expectedSize, sha256) = (digest.size, digest.sha256)
             }
             expectedSize = expectedSize ?? info.size
-            bodyFileName = name
-            request = try await context.remote.backgroundUploadRequest(for: attachment, fileURL: url)
+            let written = FileName.writtenBodyName()
+            let writtenURL = directory.appendingPathComponent(written, isDirectory: false)
+            context.writtenBodies.withLock { _ = $0.insert(written) }
+            let formed: BackgroundUpload?
+            do {
+                formed = try await context.remote.backgroundUpload(for: attachment, fileURL: url, bodyFile: writtenURL)
+            } catch {
+                context.writtenBodies.withLock { _ = $0.remove(written) }
+                throw error
+            }
+            guard let upload = formed else {
+                context.writtenBodies.withLock { _ = $0.remove(written) }
+                return nil
+            }
+            switch upload.bodyFile.standardizedFileURL.path {
+            case url.standardizedFileURL.path:
+                context.writtenBodies.withLock { _ = $0.remove(written) }
+                bodyFileName = name
+            case writtenURL.standardizedFileURL.path:
+                // A body written for the transfer (an encrypted copy): the result must show what it stores.
+                (expectedSize, sha256) = (upload.storedSize, upload.storedSHA256?.lowercased())
+                bodyFileName = written
+            default:
+                try? files.removeFile(atPath: writtenURL.path)
+                context.writtenBodies.withLock { _ = $0.remove(written) }
+                throw AttachmentError(
+                    code: .invalidConfiguration,
+                    message:
+                        "\(type(of: context.remote)) formed a background upload that sends \(upload.bodyFile.path), "
+                        + "neither the attachment's file nor the body file it was given", attachmentId: record.id,
+                    path: upload.bodyFile.path)
+            }
+            request = upload.request
         case .queuedDownload:
             let staging = FileName.join(directoryPath, FileName.downloadingName(for: try record.localName()))
             guard options.downloads, local.plainFileURL(filePath: staging) != nil else { return nil }
@@ -59,7 +94,24 @@ extension TransferWorker {
             bodyFileName: bodyFileName, expectedSize: expectedSize, sha256: sha256,
             createdAt: wallClock.milliseconds())
         let unmetered = context.requirement(attachment) == .unmetered
-        return try await Task { try await hand(handOff, of: record, unmetered: unmetered, context) }.value
+        let report: TransferReport
+        do {
+            report = try await Task { try await hand(handOff, of: record, unmetered: unmetered, context) }.value
+        } catch {
+            discardWrittenBody(of: handOff, context)
+            throw error
+        }
+        if case .superseded = report { discardWrittenBody(of: handOff, context) }
+        return report
+    }
+
+    /// Removes the body written for the hand-off's upload (see
+    /// ``BackgroundTransferForming/backgroundUpload(for:fileURL:bodyFile:)``), if it has one; the
+    /// attachment's own file is never removed here.
+    func discardWrittenBody(of handOff: HandOffStore.HandOff, _ context: HandOffContext) {
+        guard let name = handOff.bodyFileName, FileName.isWrittenBody(name) else { return }
+        try? files.removeFile(atPath: FileName.join(directoryPath, name))
+        context.writtenBodies.withLock { _ = $0.remove(name) }
     }
 
     private func hand(
