@@ -297,6 +297,8 @@ struct HTTPTransport: Sendable {
         let validatorURL = Self.resumeValidatorURL(for: destination)
         let handle = try files.openDownload(destination, at: 0)
         defer { handle.close() }
+        let tap = DownloadTap.current
+        tap?.startedOver()
         // A small object is fetched again whole rather than resumed: its validator file would cost more (a
         // file created and removed per download) than the bytes it could save.
         let validator =
@@ -315,7 +317,8 @@ struct HTTPTransport: Sendable {
         } else {
             try? files.removeFile(atPath: validatorURL.path)
         }
-        var hasher: SHA256? = SHA256()
+        // A wrapper that follows the file checks its bytes itself.
+        var hasher: SHA256? = tap?.skipsDigest == true ? nil : SHA256()
         let written = try await write(
             response, to: handle, url: destination, base: 0, expected: length, total: length, limit: expectedSize,
             hashing: &hasher, event: event, attachmentId: attachmentId, meter: meter, progress: progress)
@@ -347,6 +350,7 @@ struct HTTPTransport: Sendable {
         var written: Int64 = 0
         progress(TransferProgress(completedBytes: base, totalBytes: total))
         let throttle = BandwidthThrottle.current
+        let tap = DownloadTap.current
         do {
             for try await chunk in response.body {
                 try await throttle?.take(chunk.count)
@@ -360,6 +364,7 @@ struct HTTPTransport: Sendable {
                 try handle.write(chunk)
                 hasher?.update(data: chunk)
                 written += count
+                tap?.written(upTo: base + written)
                 meter.add(count)
                 progress(TransferProgress(completedBytes: base + written, totalBytes: total))
             }

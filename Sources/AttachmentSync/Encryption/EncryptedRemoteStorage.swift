@@ -219,8 +219,11 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
     /// the ciphertext is kept beside the partial file (see ``downloadFile(attachment:into:from:progress:)``).
     public var supportsRangedDownloads: Bool { false }
 
-    /// Downloads the ciphertext into a file beside `destination`, then decrypts it into `destination` (one
-    /// segment in memory), hashing the content as it is written.
+    /// Downloads the ciphertext into a file beside `destination` and decrypts it into `destination` (one
+    /// segment in memory), hashing the content as it is written. A file of 1 MiB or more (or of unknown
+    /// size) is decrypted while it arrives when the wrapped adapter reports its progress through the file
+    /// (the HTTP adapters do, parallel ranged reads included), so little is left to do when the last byte
+    /// comes; the wrapped adapter does not hash the ciphertext, whose every segment authenticates.
     ///
     /// The ciphertext is kept when the download fails (the network dropped, the key is not here yet), under
     /// the name the queue keeps for a partial download's resume data, and the next try fetches only the rest
@@ -237,18 +240,41 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
         var keepSealed = true
         defer { if !keepSealed { try? files.removeFile(atPath: sealed.path) } }
         let fetched = base.supportsRangedDownloads ? (try files.info(atPath: sealed.path)?.size ?? 0) : 0
+        // The wrapped adapter need not hash the ciphertext (every segment authenticates), and a large file is
+        // decrypted as it arrives.
+        let tap = DownloadTap(writtenUpTo: fetched, skipsDigest: true)
+        let follower: Task<RemoteObjectInfo?, Never>? =
+            (attachment.size ?? Int64.max) >= Self.followedDownloadSize
+            ? Task { await follow(tap, sealed: sealed, into: destination, attachment: attachment) } : nil
         do {
-            _ = try await base.downloadFile(attachment: Self.stored(attachment), into: sealed, from: fetched) {
-                sent in
-                // In content bytes: the share of the ciphertext received, of the content's size.
-                guard let contentSize = attachment.size, let storedSize = sent.totalBytes else {
-                    return progress(TransferProgress(completedBytes: sent.completedBytes, totalBytes: nil))
+            _ = try await DownloadTap.$current.withValue(tap) {
+                try await base.downloadFile(attachment: Self.stored(attachment), into: sealed, from: fetched) {
+                    sent in
+                    // In content bytes: the share of the ciphertext received, of the content's size.
+                    guard let contentSize = attachment.size, let storedSize = sent.totalBytes else {
+                        return progress(TransferProgress(completedBytes: sent.completedBytes, totalBytes: nil))
+                    }
+                    progress(Self.contentProgress(sent, contentSize: contentSize, storedSize: storedSize))
                 }
-                progress(Self.contentProgress(sent, contentSize: contentSize, storedSize: storedSize))
             }
-        } catch let error as AttachmentError where error.code == .remoteNotFound {
-            keepSealed = false
+        } catch {
+            tap.finish()
+            if let follower {
+                follower.cancel()
+                _ = await follower.value
+                try? files.removeFile(atPath: destination.path)
+            }
+            if let error = error as? AttachmentError, error.code == .remoteNotFound { keepSealed = false }
             throw error
+        }
+        if let follower {
+            tap.written(upTo: try files.info(atPath: sealed.path)?.size ?? 0)
+            tap.finish()
+            if let content = await follower.value, let contentSize = content.writtenSize {
+                keepSealed = false
+                progress(TransferProgress(completedBytes: contentSize, totalBytes: contentSize))
+                return content
+            }
         }
         let start = try Self.start(of: sealed)
         if readsPlain(start, attachment) {
@@ -396,7 +422,8 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
         let output = try files.openForWriting(atPath: target.path, at: nil)
         defer { output.close() }
         var hasher = SHA256()
-        var inputHasher = SHA256()
+        let inputHash = InputHash()
+        let inputHashed = DispatchGroup()
         var read: Int64 = 0
         var written: Int64 = 0
         func emit(_ bytes: [UInt8]) throws {
@@ -407,13 +434,35 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
         }
         while let chunk = try input.read(upToCount: 1 << 20), !chunk.isEmpty {
             read += Int64(chunk.count)
-            if hashingInput { inputHasher.update(data: chunk) }
-            try emit(chunk.withUnsafeBytes { try update($0.bindMemory(to: UInt8.self), &stream) })
+            guard hashingInput else {
+                try emit(chunk.withUnsafeBytes { try update($0.bindMemory(to: UInt8.self), &stream) })
+                continue
+            }
+            // The bytes read are hashed on another thread while the same bytes are transformed (and what comes
+            // out hashed) on this one: what is checked is exactly what was transformed.
+            DispatchQueue.global().async(group: inputHashed) { inputHash.hasher.update(data: chunk) }
+            let transformed = Result { () throws -> [UInt8] in
+                let bytes = try chunk.withUnsafeBytes { try update($0.bindMemory(to: UInt8.self), &stream) }
+                if hashing { hasher.update(data: bytes) }
+                return bytes
+            }
+            inputHashed.wait()
+            let bytes = try transformed.get()
+            try output.write(Data(bytes))
+            written += Int64(bytes.count)
         }
         try emit(finish(&stream))
         return (
             read, written, hashing ? FileStreaming.hex(hasher.finalize()) : "",
-            hashingInput ? FileStreaming.hex(inputHasher.finalize()) : ""
+            hashingInput ? FileStreaming.hex(inputHash.hasher.finalize()) : ""
         )
     }
+}
+
+/// The hash of a transform's input, updated on another thread while the transform's thread works on the same
+/// bytes. The transform waits for each update (`DispatchGroup.wait()`) before it starts the next one or reads
+/// the hash, so the hasher is never used from two threads at once: that is why it may be `@unchecked
+/// Sendable`.
+private final class InputHash: @unchecked Sendable {
+    var hasher = SHA256()
 }
