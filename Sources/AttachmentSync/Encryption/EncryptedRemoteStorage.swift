@@ -422,8 +422,7 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
         let output = try files.openForWriting(atPath: target.path, at: nil)
         defer { output.close() }
         var hasher = SHA256()
-        let inputHash = InputHash()
-        let inputHashed = DispatchGroup()
+        var inputHasher = SHA256()
         var read: Int64 = 0
         var written: Int64 = 0
         func emit(_ bytes: [UInt8]) throws {
@@ -434,35 +433,13 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
         }
         while let chunk = try input.read(upToCount: 1 << 20), !chunk.isEmpty {
             read += Int64(chunk.count)
-            guard hashingInput else {
-                try emit(chunk.withUnsafeBytes { try update($0.bindMemory(to: UInt8.self), &stream) })
-                continue
-            }
-            // The bytes read are hashed on another thread while the same bytes are transformed (and what comes
-            // out hashed) on this one: what is checked is exactly what was transformed.
-            DispatchQueue.global().async(group: inputHashed) { inputHash.hasher.update(data: chunk) }
-            let transformed = Result { () throws -> [UInt8] in
-                let bytes = try chunk.withUnsafeBytes { try update($0.bindMemory(to: UInt8.self), &stream) }
-                if hashing { hasher.update(data: bytes) }
-                return bytes
-            }
-            inputHashed.wait()
-            let bytes = try transformed.get()
-            try output.write(Data(bytes))
-            written += Int64(bytes.count)
+            if hashingInput { inputHasher.update(data: chunk) }
+            try emit(chunk.withUnsafeBytes { try update($0.bindMemory(to: UInt8.self), &stream) })
         }
         try emit(finish(&stream))
         return (
             read, written, hashing ? FileStreaming.hex(hasher.finalize()) : "",
-            hashingInput ? FileStreaming.hex(inputHash.hasher.finalize()) : ""
+            hashingInput ? FileStreaming.hex(inputHasher.finalize()) : ""
         )
     }
-}
-
-/// The hash of a transform's input, updated on another thread while the transform's thread works on the same
-/// bytes. The transform waits for each update (`DispatchGroup.wait()`) before it starts the next one or reads
-/// the hash, so the hasher is never used from two threads at once: that is why it may be `@unchecked
-/// Sendable`.
-private final class InputHash: @unchecked Sendable {
-    var hasher = SHA256()
 }
