@@ -55,11 +55,7 @@ struct QueueOverS3Tests {
         for (index, size) in sizes.enumerated() {
             let content = testBytes(count: size, seed: UInt32(index + 1))
             let checklist = "item-\(index)"
-            let attachment = try await a.queue.saveFile(data: content, mediaType: "image/jpeg", fileExtension: "jpg") {
-                tx, attachment in
-                _ = try tx.execute(
-                    sql: "INSERT INTO checklists (id, photo_id) VALUES (?, ?)", arguments: [checklist, attachment.id])
-            }
+            let attachment = try await a.savePhoto(content, checklist: checklist)
             saved.append((attachment.id, checklist, content))
         }
         for file in saved { try await a.waitForState(file.id, .synced) }

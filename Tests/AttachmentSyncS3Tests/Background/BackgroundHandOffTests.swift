@@ -76,13 +76,7 @@ struct BackgroundHandOffTests {
                         try await a.queue.startSync()
                         for (index, size) in sizes.enumerated() {
                             let content = testBytes(count: size, seed: UInt32(300 + index))
-                            let photo = try await a.queue.saveFile(
-                                data: content, mediaType: "image/jpeg", fileExtension: "jpg"
-                            ) { tx, attachment in
-                                _ = try tx.execute(
-                                    sql: "INSERT INTO checklists (id, photo_id) VALUES (?, ?)",
-                                    arguments: ["item-\(index)", attachment.id])
-                            }
+                            let photo = try await a.savePhoto(content, checklist: "item-\(index)")
                             saved.append((photo.id, content))
                         }
                         for file in saved { try await a.waitForState(file.id, .synced) }

@@ -57,13 +57,7 @@ struct EncryptedOnCephTests {
                     try await a.queue.startSync()
                     for (index, size) in [200_000, 6 * 1024 * 1024 + 3].enumerated() {
                         let content = testBytes(count: size, seed: UInt32(600 + index))
-                        let photo = try await a.queue.saveFile(
-                            data: content, mediaType: "image/jpeg", fileExtension: "jpg"
-                        ) { tx, attachment in
-                            _ = try tx.execute(
-                                sql: "INSERT INTO checklists (id, photo_id) VALUES (?, ?)",
-                                arguments: ["item-\(index)", attachment.id])
-                        }
+                        let photo = try await a.savePhoto(content, checklist: "item-\(index)")
                         saved.append((photo.id, photo.filename, content))
                     }
                     for file in saved { try await a.waitForState(file.id, .synced, seconds: 120) }

@@ -34,13 +34,7 @@ struct KeyRotationOnCephTests {
                 ) { a in
                     for (index, size) in [150_000, 6 * 1024 * 1024 + 5].enumerated() {
                         let content = testBytes(count: size, seed: UInt32(700 + index))
-                        let photo = try await a.queue.saveFile(
-                            data: content, mediaType: "image/jpeg", fileExtension: "jpg"
-                        ) { tx, attachment in
-                            _ = try tx.execute(
-                                sql: "INSERT INTO checklists (id, photo_id) VALUES (?, ?)",
-                                arguments: ["item-\(index)", attachment.id])
-                        }
+                        let photo = try await a.savePhoto(content, checklist: "item-\(index)")
                         saved.append((photo.id, photo.filename, content))
                     }
                     try await a.queue.syncNow()

@@ -29,6 +29,14 @@ final class S3QueueDevice: Sendable {
             parameters: [id, "item \(id)", photo])
     }
 
+    /// Saves `content` as a JPEG photo that the new checklist row `checklist` refers to, in one transaction.
+    func savePhoto(_ content: Data, checklist: String) async throws -> AttachmentSync.Attachment {
+        try await queue.saveFile(data: content, mediaType: "image/jpeg", fileExtension: "jpg") { tx, attachment in
+            _ = try tx.execute(
+                sql: "INSERT INTO checklists (id, photo_id) VALUES (?, ?)", arguments: [checklist, attachment.id])
+        }
+    }
+
     /// The bytes of `name` in the attachments folder, or `nil` when there is no such file.
     func bytesOnDisk(_ name: String) -> Data? {
         FileManager.default.contents(atPath: queue.attachmentsDirectory.appendingPathComponent(name).path)
