@@ -38,10 +38,14 @@ public enum KeyRotation {
         public var failed: [Failure]
         /// The key every rotated file is encrypted with now.
         public var keyId: String
+        /// The attachments whose upload is not done yet: they may still be stored under an old key (a
+        /// background upload is encrypted when it is handed over, and sent later), so the rotation is not
+        /// complete until they are uploaded and a later run finds them under the current key.
+        public var pendingUploads: [String] = []
 
-        /// Whether every file the remote should hold is under the current key now: then the old keys are no
-        /// longer needed for this table's attachments.
-        public var isComplete: Bool { failed.isEmpty }
+        /// Whether every file the remote holds or will hold for this table's attachments is under the current
+        /// key now (nothing failed, no upload pending): then the old keys are no longer needed for them.
+        public var isComplete: Bool { failed.isEmpty && pendingUploads.isEmpty }
     }
 
     /// A file that could not be rotated.
@@ -100,9 +104,8 @@ public enum KeyRotation {
                 message: "the encryption key \(String(reflecting: keyId)) is \(current.bitCount) bits, not 256",
                 name: keyId)
         }
-        let records = try await AttachmentStore.allRecords(of: db, table: table)
-            .filter { $0.hasSynced && $0.state != .queuedDelete }
-            .sorted { $0.id < $1.id }
+        let all = try await AttachmentStore.allRecords(of: db, table: table)
+        let records = all.filter { $0.hasSynced && $0.state != .queuedDelete }.sorted { $0.id < $1.id }
         if !records.isEmpty { try await RemoteVerification.requireLocation(of: base) }
         let log = try journal.map { try RotationJournal(url: $0, keyId: keyId) }
         defer { log?.close() }
@@ -114,6 +117,7 @@ public enum KeyRotation {
         // An archived attachment's remote file may be gone for a good reason (another device deleted it).
         let archived = Set(records.filter { $0.state == .archived }.map(\.id))
         var report = Report(rotated: [], upToDate: 0, missing: [], failed: [], keyId: keyId)
+        report.pendingUploads = all.filter { $0.state == .queuedUpload }.map(\.id).sorted()
         var finished = 0
         let pending = records.filter { !done.contains($0.id) }
         report.upToDate = records.count - pending.count

@@ -31,7 +31,8 @@ struct RotateKeysCommand: AsyncParsableCommand {
             \(RemoteOptions.syntax) An http(s):// remote cannot replace files and is refused.
 
             Exit status: 0 when every stored file is under the current key; 2 when some could not be rotated \
-            (listed); 1 when the database, the keys, the table or the remote could not be read, or the current \
+            or are not uploaded yet (listed: they may still be stored under an old key, so keep the old keys \
+            and run again once they are uploaded); 1 when the database, the keys, the table or the remote could not be read, or the current \
             key is not in KEYS; 64 for bad arguments.
             """
     )
@@ -138,6 +139,11 @@ struct RotateKeysCommand: AsyncParsableCommand {
         if !report.missing.isEmpty {
             lines.append("not stored: " + report.missing.joined(separator: ", "))
         }
+        if !report.pendingUploads.isEmpty {
+            lines.append(
+                "not uploaded yet (run again once they are; keep the old keys until then): "
+                    + report.pendingUploads.joined(separator: ", "))
+        }
         return lines.joined(separator: "\n")
     }
 }
@@ -151,6 +157,7 @@ struct RotateKeysJSON: Encodable {
     var upToDate: Int
     var missing: [String]
     var failed: [Failed]
+    var pendingUploads: [String]
 
     struct Failed: Encodable {
         var attachmentId: String
@@ -168,6 +175,7 @@ struct RotateKeysJSON: Encodable {
         failed = report.failed.map {
             Failed(attachmentId: $0.attachmentId, code: $0.code?.description, reason: $0.reason)
         }
+        pendingUploads = report.pendingUploads
     }
 
     func encoded() throws -> String {

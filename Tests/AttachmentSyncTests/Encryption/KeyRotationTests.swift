@@ -34,6 +34,27 @@ struct KeyRotationTests {
     }
 
     @Test(
+        "an upload not done yet keeps the rotation incomplete: it may still be sent under the old key (a background upload sealed before the switch)"
+    )
+    func pendingUploadKeepsItIncomplete() async throws {
+        let memory = InMemoryRemoteStorage()
+        let device = try await Self.storedUnderK1(memory, [("stored", testBytes(3_000))])
+        _ = try await device.queue.saveFile(data: testBytes(2_000), mediaType: nil, fileExtension: "jpg", id: "pending")
+        let both = StaticKeyProvider(keys: ["k1": Self.k1, "k2": Self.k2], current: "k2")
+        let remote = EncryptedRemoteStorage(wrapping: memory, keys: both, segmentSize: 1_024)
+        let report = try await KeyRotation.rotate(db: device.db, remote: remote)
+        #expect(report.rotated == ["stored"])
+        #expect(report.failed.isEmpty)
+        #expect(report.pendingUploads == ["pending"])
+        #expect(!report.isComplete, "the old key may still be needed for the pending upload")
+
+        try await device.queue.syncNow()
+        let after = try await KeyRotation.rotate(db: device.db, remote: remote)
+        #expect(after.pendingUploads.isEmpty)
+        #expect(after.rotated == ["pending"] && after.isComplete)
+    }
+
+    @Test(
         "every stored file ends under the current key; a device with the new key alone reads them; run again, nothing changes"
     )
     func rotatesEverything() async throws {

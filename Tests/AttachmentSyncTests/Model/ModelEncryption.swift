@@ -317,7 +317,9 @@ extension ModelRun {
                 "rotation to \(keyId): rotated \(report.rotated), \(report.upToDate) up to date, missing "
                     + "\(report.missing), failed \(report.failed.map(\.reason))")
         }
-        guard let report, report.isComplete, report.keyId == keyId, encryption.keys.lost.isEmpty,
+        // Every synced file rotated (uploads still pending keep the report incomplete; their objects are not
+        // covered here).
+        guard let report, report.failed.isEmpty, report.keyId == keyId, encryption.keys.lost.isEmpty,
             !crash.hasCrashed, let after = try? await records()
         else { return }
         func stored(_ records: [AttachmentRecord]) -> [String: (id: String, filename: String)] {
