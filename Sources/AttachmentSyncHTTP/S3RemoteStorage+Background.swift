@@ -25,6 +25,9 @@ extension S3RemoteStorage: BackgroundTransferForming {
         return try await prepared(request, attachmentId: attachment.id)
     }
 
+    /// ``Configuration/multipartThreshold``: a larger file is uploaded in parts, in-process.
+    public var largestBackgroundUpload: Int64? { configuration.multipartThreshold }
+
     /// A `GetObject`, presigned.
     public func backgroundDownloadRequest(for attachment: Attachment) async throws -> PreparedRequest? {
         let request = S3Request(method: .get, key: try objectKey(for: attachment), operation: "GetObject")
@@ -56,6 +59,9 @@ extension PresignedRemoteStorage: BackgroundTransferForming {
     public func backgroundUploadRequest(for attachment: Attachment, fileURL: URL) async throws -> PreparedRequest? {
         try await storage.backgroundUploadRequest(for: attachment, fileURL: fileURL)
     }
+
+    /// ``Configuration/multipartThreshold``: a larger file is uploaded in parts, in-process.
+    public var largestBackgroundUpload: Int64? { storage.largestBackgroundUpload }
 
     /// A download authorised by the backend.
     public func backgroundDownloadRequest(for attachment: Attachment) async throws -> PreparedRequest? {

@@ -24,8 +24,9 @@ extension EncryptedRemoteStorage: BackgroundTransferForming {
     /// request that uploads that copy; the result names the copy as the body, and the ciphertext's size and
     /// SHA-256 as what the remote will hold (what confirms the upload).
     ///
-    /// The copy is removed again when the wrapped adapter forms no request (a file too large for one
-    /// request, say) or forming throws; otherwise the queue removes it once the transfer's result is adopted.
+    /// A file whose encrypted copy would be larger than the wrapped adapter's
+    /// ``BackgroundTransferForming/largestBackgroundUpload`` is not encrypted: `nil`. The copy is removed
+    /// again when the wrapped adapter forms no request or forming throws; otherwise the queue removes it once the transfer's result is adopted.
     ///
     /// - Throws: `keyUnavailable` without the current key (the upload waits for it, as in the process);
     ///   `integrityMismatch` when the file is not the content the attachment's ``Attachment/contentHash``
@@ -35,6 +36,13 @@ extension EncryptedRemoteStorage: BackgroundTransferForming {
     {
         guard let forming else { return nil }
         let files = SystemFileOperations()
+        // Not encrypted for nothing: a file whose encrypted copy is larger than the wrapped adapter sends
+        // in the background (at least a tag longer) stays in the process.
+        if let largest = forming.largestBackgroundUpload, let size = try files.info(atPath: fileURL.path)?.size,
+            size.addingClamped(Int64(EncryptedFormat.tagSize)) > largest
+        {
+            return nil
+        }
         let (_, sealedSize, sealedSHA256) = try await seal(fileURL, of: attachment, into: body)
         do {
             guard

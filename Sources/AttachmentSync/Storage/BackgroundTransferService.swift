@@ -168,6 +168,13 @@ public protocol BackgroundTransferForming: RemoteStorageAdapter {
     /// holds nothing.
     func storedObject(for attachment: Attachment) async throws -> RemoteObjectInfo?
 
+    /// The largest file ``backgroundUploadRequest(for:fileURL:)`` forms a request for, when the remote knows
+    /// it in advance (a remote that wraps this one then need not prepare a body for a larger file); `nil`
+    /// when it does not say.
+    ///
+    /// The default is `nil`.
+    var largestBackgroundUpload: Int64? { get }
+
     /// Whether this remote forms background transfers at all: `false` turns ``BackgroundTransfers`` down at
     /// ``AttachmentQueue/startSync()`` with `invalidConfiguration`, as for a remote that does not conform.
     ///
@@ -226,6 +233,9 @@ public struct BackgroundUpload: Sendable, Hashable {
 extension BackgroundTransferForming {
     /// `true`.
     public var formsBackgroundTransfers: Bool { true }
+
+    /// `nil`: not said.
+    public var largestBackgroundUpload: Int64? { nil }
 
     /// ``backgroundUploadRequest(for:fileURL:)``, with the file itself as the body.
     public func backgroundUpload(for attachment: Attachment, fileURL: URL, bodyFile: URL) async throws
