@@ -221,9 +221,10 @@ extension AttachmentQueue {
                 made = try await context.remote.contentOfBackgroundDownload(
                     body, for: record.attachment(in: attachmentsDirectory),
                     into: URL(fileURLWithPath: adopting, isDirectory: false))
-            } catch {
+            } catch let error as AttachmentError where [.integrityMismatch, .keyUnavailable].contains(error.code) {
+                // What the download brought is not the content, or waits for a key: booked as the same failure
+                // in the process would be. Other errors (the folder out of reach) leave it for a later try.
                 try? files.removeFile(atPath: adopting)
-                if error is CancellationError { return }
                 await bookHandOffFailure(handOff, error, context)
                 return
             }
