@@ -238,7 +238,16 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
         let sealed = destination.deletingLastPathComponent().appendingPathComponent(
             FileName.resumeValidatorName(for: destination.lastPathComponent))
         var keepSealed = true
-        defer { if !keepSealed { try? files.removeFile(atPath: sealed.path) } }
+        defer {
+            if !keepSealed {
+                try? files.removeFile(atPath: sealed.path)
+                // What the wrapped adapter kept to resume the ciphertext goes with it.
+                try? files.removeFile(
+                    atPath: sealed.deletingLastPathComponent().appendingPathComponent(
+                        FileName.resumeValidatorName(for: sealed.lastPathComponent)
+                    ).path)
+            }
+        }
         let fetched = base.supportsRangedDownloads ? (try files.info(atPath: sealed.path)?.size ?? 0) : 0
         // The wrapped adapter need not hash the ciphertext (every segment authenticates), and a large file is
         // decrypted as it arrives.
@@ -246,16 +255,49 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
         let follower: Task<RemoteObjectInfo?, Never>? =
             (attachment.size ?? Int64.max) >= Self.followedDownloadSize
             ? Task { await follow(tap, sealed: sealed, into: destination, attachment: attachment) } : nil
-        do {
-            _ = try await DownloadTap.$current.withValue(tap) {
+        // An object larger than any encrypted file of the row's size is stopped as soon as its size shows (as
+        // the wrapped adapter refuses a plain object of the wrong size before its body): it does not fill the
+        // disk. The transfer runs in a task of its own, which that stop cancels.
+        let ceiling = attachment.size.flatMap(Self.largestCiphertextSize)
+        let stop = LockedValue<(transfer: Task<RemoteObjectInfo, any Error>?, seen: Int64?)>((nil, nil))
+        let transfer = Task {
+            try await DownloadTap.$current.withValue(tap) {
                 try await base.downloadFile(attachment: Self.stored(attachment), into: sealed, from: fetched) {
                     sent in
+                    if let ceiling, max(sent.totalBytes ?? 0, sent.completedBytes) > ceiling {
+                        let size = max(sent.totalBytes ?? 0, sent.completedBytes)
+                        stop.withLock {
+                            $0.seen = $0.seen ?? size
+                            return $0.transfer
+                        }?.cancel()
+                    }
                     // In content bytes: the share of the ciphertext received, of the content's size.
                     guard let contentSize = attachment.size, let storedSize = sent.totalBytes else {
                         return progress(TransferProgress(completedBytes: sent.completedBytes, totalBytes: nil))
                     }
                     progress(Self.contentProgress(sent, contentSize: contentSize, storedSize: storedSize))
                 }
+            }
+        }
+        if stop.withLock({
+            $0.transfer = transfer
+            return $0.seen != nil
+        }) {
+            transfer.cancel()
+        }
+        func oversized() -> AttachmentError? {
+            guard let seen = stop.withLock({ $0.seen }), let ceiling else { return nil }
+            return AttachmentError(
+                code: .integrityMismatch,
+                message: "the stored object of attachment \(String(reflecting: attachment.id)) is \(seen) bytes or "
+                    + "more, larger than any encrypted file of its \(attachment.size ?? 0) bytes can be "
+                    + "(\(ceiling)); the download was stopped", attachmentId: attachment.id, name: attachment.filename)
+        }
+        do {
+            _ = try await withTaskCancellationHandler {
+                try await transfer.value
+            } onCancel: {
+                transfer.cancel()
             }
         } catch {
             tap.finish()
@@ -264,8 +306,23 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
                 _ = await follower.value
                 try? files.removeFile(atPath: destination.path)
             }
+            if let oversized = oversized() {
+                keepSealed = false
+                throw oversized
+            }
             if let error = error as? AttachmentError, error.code == .remoteNotFound { keepSealed = false }
             throw error
+        }
+        // An adapter that did not stop when cancelled.
+        if let oversized = oversized() {
+            keepSealed = false
+            tap.finish()
+            if let follower {
+                follower.cancel()
+                _ = await follower.value
+                try? files.removeFile(atPath: destination.path)
+            }
+            throw oversized
         }
         if let follower {
             tap.written(upTo: try files.info(atPath: sealed.path)?.size ?? 0)
@@ -300,6 +357,15 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
             progress(TransferProgress(completedBytes: contentSize, totalBytes: contentSize))
         }
         return content
+    }
+
+    /// The largest encrypted file `contentSize` bytes of content can make (the smallest segments a reader
+    /// accepts, the longest key id); `nil` for a negative size.
+    static func largestCiphertextSize(contentSize: Int64) -> Int64? {
+        guard contentSize >= 0 else { return nil }
+        let segments = contentSize / Int64(EncryptedFormat.segmentSizes.lowerBound) + 1
+        // At most 2^53 segments: their tags cannot overflow.
+        return contentSize.addingClamped(segments * Int64(EncryptedFormat.tagSize)).addingClamped(48 + 255)
     }
 
     /// The first 304 bytes of the file (all of it when shorter): enough for any header.

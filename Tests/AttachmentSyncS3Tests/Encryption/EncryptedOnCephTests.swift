@@ -88,4 +88,27 @@ struct EncryptedOnCephTests {
             if let presigned = deviceRemote as? PresignedRemoteStorage { try await presigned.shutdown() }
         }
     }
+
+    @Test("an object far larger than the row's size says is stopped as soon as its size shows, nothing kept")
+    func oversizedObjectIsStopped() async throws {
+        try await S3TestBucket.with("encrypted-oversized") { storage, _ in
+            try await withTemporaryDirectory { directory in
+                let big = testBytes(count: 12 * 1024 * 1024, seed: 77)
+                let claimed = AttachmentSync.Attachment(
+                    id: "photo", filename: "photo.jpg", state: .queuedDownload, size: 1_000)
+                try await storage.uploadFile(data: big, attachment: claimed)
+                let remote = EncryptedRemoteStorage(wrapping: storage, keys: Self.keys)
+                let target = directory.appendingPathComponent(".attachment-sync-download-photo.jpg")
+                do {
+                    _ = try await remote.downloadFile(attachment: claimed, into: target, from: 0) { _ in }
+                    Issue.record("a 12 MiB object was taken for a 1,000-byte attachment")
+                } catch let error as AttachmentError {
+                    #expect(error.code == .integrityMismatch)
+                    #expect(error.message.contains("12582912 bytes"), "\(error.message)")
+                }
+                let left = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+                #expect(left.isEmpty, "nothing kept: \(left)")
+            }
+        }
+    }
 }

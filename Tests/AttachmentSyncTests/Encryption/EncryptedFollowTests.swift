@@ -21,6 +21,8 @@ struct EncryptedFollowTests {
             case restart(Data)
             /// Waits (bounded) until the content file holds at least this many bytes.
             case waitForContent(atLeast: Int)
+            /// Reports the object's size, as an HTTP adapter does from the response's `Content-Length`.
+            case report(total: Int64)
         }
 
         let steps: [Step]
@@ -39,7 +41,11 @@ struct EncryptedFollowTests {
                 String(destination.lastPathComponent.dropFirst(".attachment-sync-etag-".count)))
             var file = Data()
             for step in steps {
+                // As the HTTP adapters' body streams do.
+                try Task.checkCancellation()
                 switch step {
+                case .report(let total):
+                    progress(TransferProgress(completedBytes: Int64(file.count), totalBytes: total))
                 case .append(let bytes):
                     file += bytes
                     try file.write(to: destination)
@@ -157,5 +163,25 @@ struct EncryptedFollowTests {
         }
         let left = try FileManager.default.contentsOfDirectory(atPath: folder.path)
         #expect(left == [".attachment-sync-etag-.attachment-sync-download-photo.jpg"], "only the ciphertext: \(left)")
+    }
+
+    @Test("an object larger than any encrypted file of the row's size is stopped as soon as its size shows")
+    func oversizedObjectIsStopped() async throws {
+        let folder = try TemporaryDirectory()
+        let (_, sealed) = try await Self.ciphertext("photo", seed: 5)
+        let base = ScriptedDownload(steps: [
+            .report(total: 50 << 30), .append(sealed.prefix(100_000)), .append(sealed.dropFirst(100_000)),
+        ])
+        do {
+            _ = try await Self.download(base, in: folder)
+            Issue.record("a 50 GiB object for a 2 MiB attachment was downloaded")
+        } catch let error as AttachmentError {
+            #expect(error.code == .integrityMismatch)
+            #expect(error.message.contains("53687091200 bytes"), "names the size: \(error.message)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).isEmpty, "nothing kept")
+        // Within the bound, the same object is fine.
+        let fine = ScriptedDownload(steps: [.report(total: Int64(sealed.count)), .append(sealed)])
+        _ = try await Self.download(fine, in: folder)
     }
 }
