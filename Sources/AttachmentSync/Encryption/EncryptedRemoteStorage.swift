@@ -252,9 +252,17 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
         // The wrapped adapter need not hash the ciphertext (every segment authenticates), and a large file is
         // decrypted as it arrives.
         let tap = DownloadTap(writtenUpTo: fetched, skipsDigest: true)
-        let follower: Task<RemoteObjectInfo?, Never>? =
-            (attachment.size ?? Int64.max) >= Self.followedDownloadSize
-            ? Task { await follow(tap, sealed: sealed, into: destination, attachment: attachment) } : nil
+        // Followed from the start when the row says the file is large, else once the object's size shows it.
+        let following = LockedValue<Task<RemoteObjectInfo?, Never>?>(nil)
+        @Sendable func followIfLarge(_ size: Int64?) {
+            guard let size, size >= Self.followedDownloadSize else { return }
+            following.withLock {
+                if $0 == nil {
+                    $0 = Task { await follow(tap, sealed: sealed, into: destination, attachment: attachment) }
+                }
+            }
+        }
+        followIfLarge(attachment.size)
         // An object larger than any encrypted file of the row's size is stopped as soon as its size shows (as
         // the wrapped adapter refuses a plain object of the wrong size before its body): it does not fill the
         // disk. The transfer runs in a task of its own, which that stop cancels.
@@ -271,6 +279,7 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
                             return $0.transfer
                         }?.cancel()
                     }
+                    if attachment.size == nil { followIfLarge(max(sent.totalBytes ?? 0, sent.completedBytes)) }
                     // In content bytes: the share of the ciphertext received, of the content's size.
                     guard let contentSize = attachment.size, let storedSize = sent.totalBytes else {
                         return progress(TransferProgress(completedBytes: sent.completedBytes, totalBytes: nil))
@@ -301,7 +310,7 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
             }
         } catch {
             tap.finish()
-            if let follower {
+            if let follower = following.withLock({ $0 }) {
                 follower.cancel()
                 _ = await follower.value
                 try? files.removeFile(atPath: destination.path)
@@ -313,6 +322,8 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
             if let error = error as? AttachmentError, error.code == .remoteNotFound { keepSealed = false }
             throw error
         }
+        // No progress reports come any more: the follower, if any, is this one.
+        let follower = following.withLock { $0 }
         // An adapter that did not stop when cancelled.
         if let oversized = oversized() {
             keepSealed = false
