@@ -56,9 +56,11 @@ public struct RemoteGarbageCollection: Sendable {
 
     /// Finds the remote files that no record of `databases` refers to and that are older than `grace`.
     ///
-    /// Changes nothing. The remote is listed before the databases are read, so a record added meanwhile
-    /// still protects its file. Every unreferenced file is asked for its stored SHA-256 (a `HEAD` each on
-    /// S3 and HTTP, 8 at a time; a file read on a folder).
+    /// Changes nothing. The databases are read before the remote is listed and again after, so a record
+    /// added meanwhile still protects its file. Every unreferenced file is asked for its stored SHA-256 (a
+    /// `HEAD` each on S3 and HTTP, 8 at a time; a file read on a folder). It holds every unreferenced file
+    /// in memory: for a bucket of millions of objects, use ``RemoteGarbageCollector``, which keeps them in a
+    /// state file and resumes after an interruption.
     ///
     /// - Parameters:
     ///   - remote: The remote storage the apps' queues use.
@@ -72,68 +74,28 @@ public struct RemoteGarbageCollection: Sendable {
     ///   for a bad table name; ``AttachmentError/Code-swift.struct/remoteNotFound`` when the remote's location
     ///   does not exist (``ListableRemoteStorage/locationExists()``: a mistyped bucket, prefix or folder);
     ///   database errors and what the remote throws. Nothing is planned on an error.
-    public static func plan(
-        remote: some ListableRemoteStorage, databases: [LocalDatabase], table: String = "attachments",
+    public static func plan<Remote: ListableRemoteStorage>(
+        remote: Remote, databases: [LocalDatabase], table: String = "attachments",
         grace: Duration = .seconds(7 * 86_400), now: Date = Date()
     ) async throws -> RemoteGarbageCollection {
-        guard !databases.isEmpty else {
-            throw AttachmentError(
-                code: .invalidConfiguration,
-                message: "no database given: every remote file would look unreferenced, so nothing is collected")
-        }
-        guard grace >= .zero else {
-            throw AttachmentError(
-                code: .invalidConfiguration, message: "the grace period \(grace) is negative")
-        }
-        try AttachmentStore.validateTableName(table)
-        try await RemoteVerification.requireLocation(of: remote)
-        let listed = try await remote.allFiles()
-        var referenced = Set<[UInt8]>()
-        for db in databases {
-            for filename in try await referencedFilenames(in: db, table: table) {
-                // A filename the remote cannot store has no file to keep.
-                if let name = try? remote.storedName(forFilename: filename) {
-                    referenced.insert(Array(name.utf8))
-                }
+        let collector = try RemoteGarbageCollector(
+            remote: remote, databases: databases, table: table, grace: grace, now: now)
+        defer { try? collector.finish() }
+        let summary = try await collector.plan()
+        /// Every file of `kind`, page after page.
+        func all(_ kind: RemoteGarbageCollector<Remote>.FileKind) async throws -> [RemoteFile] {
+            var files: [RemoteFile] = []
+            for _ in 0..<RemoteGarbageCollector<Remote>.maximumPages {
+                let page = try await collector.files(kind, after: files.last?.storedName, limit: 10_000)
+                files += page.map(\.file)
+                if page.count < 10_000 { break }
             }
+            return files
         }
-        let graceSeconds = Double(grace.components.seconds) + Double(grace.components.attoseconds) / 1e18
-        var plan = RemoteGarbageCollection(
-            listedFiles: listed.count, referencedFiles: 0, candidates: [], recent: [], grace: grace, now: now)
-        func isOld(_ file: RemoteFile) -> Bool {
-            file.lastModified.map { now.timeIntervalSince($0) > graceSeconds } ?? false
-        }
-        let unreferenced = listed.filter { !referenced.contains(Array($0.storedName.utf8)) }
-        plan.referencedFiles = listed.count - unreferenced.count
-        let written = try await libraryWritten(unreferenced, on: remote)
-        for (file, isLibrarys) in zip(unreferenced, written) {
-            if !isLibrarys {
-                plan.foreign.append(file)
-            } else if isOld(file) {
-                plan.candidates.append(file)
-            } else {
-                plan.recent.append(file)
-            }
-        }
-        plan.leftovers = try await remote.listLeftovers().filter(isOld)
-        return plan
-    }
-
-    /// The filename of every record of `table` in `db`, whatever its state (the id when it has none, as the
-    /// queue reads it). Only the names are read: a record whose other columns hold values the queue would
-    /// refuse (a size that is text, say) still keeps its file, and cannot stop the collection.
-    /// A database error names the database's file (``LocalDatabaseError/path``), as several are read.
-    static func referencedFilenames(in db: LocalDatabase, table: String) async throws -> [String] {
-        let store = AttachmentStore(table: table)
-        do {
-            return try await db.readTransaction { tx in
-                try store.checkTable(in: tx)
-                return try store.filenames(in: tx)
-            }
-        } catch var error as LocalDatabaseError {
-            if error.path == nil { error.path = db.path }
-            throw error
-        }
+        return RemoteGarbageCollection(
+            listedFiles: summary.listedFiles, referencedFiles: summary.referencedFiles,
+            candidates: try await all(.candidate), recent: try await all(.recent), foreign: try await all(.foreign),
+            leftovers: try await all(.leftover), grace: grace, now: now)
     }
 
     /// Whether each of `files` carries the SHA-256 the library's uploads store, asking up to 8 at a time.

@@ -133,12 +133,13 @@ extension AttachmentStore {
         String(table.dropFirst().dropLast()).replacingOccurrences(of: "\"\"", with: "\"")
     }
 
-    /// The filename of every record, whatever its state (the id when it has none, as the queue reads it).
-    /// Only the names are read: a record whose other columns hold values the queue would refuse (a size that
-    /// is text, say) is still counted.
-    func filenames(in tx: SqlTransaction) throws -> [String] {
-        try tx.getAll(sql: "SELECT id, filename FROM \(table)") { cursor in
-            try cursor.getStringOptional(name: "filename") ?? cursor.getString(name: "id")
+    /// Calls `body` with the filename of every record, whatever its state (the id when it has none, as the
+    /// queue reads it), one row at a time. Only the names are read: a record whose other columns hold
+    /// values the queue would refuse (a size that is text, say) is still counted.
+    func forEachFilename(in tx: SqlTransaction, _ body: (String) throws -> Void) throws {
+        try tx.forEachRow(sql: "SELECT id, filename FROM \(table)", parameters: []) { cursor in
+            try body(try cursor.getStringOptional(name: "filename") ?? cursor.getString(name: "id"))
+            return true
         }
     }
 }
