@@ -98,7 +98,8 @@ public final class GeneratedRemoteStorage: ListableRemoteStorage {
             guard let continuation else { return 0 }
             guard let index = Int(continuation), index >= 0 else {
                 throw AttachmentError(
-                    code: .remoteFailure, message: "\(String(reflecting: continuation)) is not a continuation of this listing")
+                    code: .remoteFailure,
+                    message: "\(String(reflecting: continuation)) is not a continuation of this listing")
             }
             return index
         }
@@ -132,10 +133,11 @@ public final class GeneratedRemoteStorage: ListableRemoteStorage {
     /// The generated file's size and stored SHA-256, unless it was deleted or is not one.
     public func fileInfo(attachment: Attachment) async throws -> RemoteObjectInfo? {
         guard let index = Self.index(of: attachment.filename), index < count else { return nil }
-        guard !state.withLock({ state in
-            state.describeCalls += 1
-            return state.deleted.contains(index)
-        })
+        guard
+            !state.withLock({ state in
+                state.describeCalls += 1
+                return state.deleted.contains(index)
+            })
         else { return nil }
         let file = describe(index)
         return RemoteObjectInfo(size: file.size, sha256: file.sha256)

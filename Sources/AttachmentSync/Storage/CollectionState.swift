@@ -13,12 +13,16 @@ import GRDB
 struct CollectionState: Sendable {
     /// How a file of `files` is kept or collected.
     enum Kind: Int, Sendable {
-        case candidate = 0, recent = 1, foreign = 2, leftover = 3
+        case candidate = 0
+        case recent = 1
+        case foreign = 2
+        case leftover = 3
     }
 
     /// What was done to a candidate or leftover (`NULL` while pending).
     enum Outcome: Int, Sendable {
-        case deleted = 1, kept = 2
+        case deleted = 1
+        case kept = 2
     }
 
     /// The phases a collection goes through, kept in `meta`.
@@ -99,12 +103,12 @@ struct CollectionState: Sendable {
     /// The indexes of `names` that some reference names.
     func referenced(_ names: [String]) async throws -> Set<Int> {
         try await reading { db in
-                let statement = try db.cachedStatement(sql: "SELECT 1 FROM refs WHERE name = ?")
-                var found = Set<Int>()
-                for (index, name) in names.enumerated() where try Bool.fetchOne(statement, arguments: [name]) != nil {
-                    found.insert(index)
-                }
-                return found
+            let statement = try db.cachedStatement(sql: "SELECT 1 FROM refs WHERE name = ?")
+            var found = Set<Int>()
+            for (index, name) in names.enumerated() where try Bool.fetchOne(statement, arguments: [name]) != nil {
+                found.insert(index)
+            }
+            return found
         }
     }
 
@@ -114,19 +118,19 @@ struct CollectionState: Sendable {
         _ files: [(RemoteFile, Kind)], listed: Int, referenced: Int, continuation: String?, finished: Bool
     ) async throws {
         try await writing { db in
-                let insert = try db.cachedStatement(
-                    sql: "INSERT OR REPLACE INTO files (kind, name, filename, size, modified) VALUES (?, ?, ?, ?, ?)")
-                for (file, kind) in files {
-                    try insert.execute(arguments: [
-                        kind.rawValue, file.storedName, file.filename, file.size,
-                        file.lastModified?.timeIntervalSince1970,
-                    ])
-                }
-                try Self.setMeta(
-                    [
-                        "listed": listed.databaseValue, "referenced": referenced.databaseValue,
-                        "continuation": continuation.databaseValue, "listingDone": finished.databaseValue,
-                    ], in: db)
+            let insert = try db.cachedStatement(
+                sql: "INSERT OR REPLACE INTO files (kind, name, filename, size, modified) VALUES (?, ?, ?, ?, ?)")
+            for (file, kind) in files {
+                try insert.execute(arguments: [
+                    kind.rawValue, file.storedName, file.filename, file.size,
+                    file.lastModified?.timeIntervalSince1970,
+                ])
+            }
+            try Self.setMeta(
+                [
+                    "listed": listed.databaseValue, "referenced": referenced.databaseValue,
+                    "continuation": continuation.databaseValue, "listingDone": finished.databaseValue,
+                ], in: db)
         }
     }
 
@@ -134,15 +138,15 @@ struct CollectionState: Sendable {
     /// referenced count, and returns how many.
     func dropReferenced() async throws -> Int {
         try await writing { db in
-                try db.execute(
-                    sql: """
-                        DELETE FROM files WHERE kind IN (0, 1, 2) AND outcome IS NULL
-                            AND name IN (SELECT name FROM refs)
-                        """)
-                let dropped = db.changesCount
-                try db.execute(
-                    sql: "UPDATE meta SET value = value + ? WHERE key = 'referenced'", arguments: [dropped])
-                return dropped
+            try db.execute(
+                sql: """
+                    DELETE FROM files WHERE kind IN (0, 1, 2) AND outcome IS NULL
+                        AND name IN (SELECT name FROM refs)
+                    """)
+            let dropped = db.changesCount
+            try db.execute(
+                sql: "UPDATE meta SET value = value + ? WHERE key = 'referenced'", arguments: [dropped])
+            return dropped
         }
     }
 
@@ -152,22 +156,22 @@ struct CollectionState: Sendable {
         file: RemoteFile, outcome: Outcome?
     )] {
         try await reading { db in
-                let rows = try Row.fetchAll(
-                    db,
-                    sql: """
-                        SELECT name, filename, size, modified, outcome FROM files
-                        WHERE kind = ? AND name > ? \(pending ? "AND outcome IS NULL" : "") ORDER BY name LIMIT ?
-                        """, arguments: [kind.rawValue, name ?? "", limit])
-                return rows.map { row in
-                    let modified: Double? = row["modified"]
-                    let outcome: Int? = row["outcome"]
-                    return (
-                        RemoteFile(
-                            storedName: row["name"], filename: row["filename"], size: row["size"],
-                            lastModified: modified.map(Date.init(timeIntervalSince1970:))),
-                        outcome.flatMap(Outcome.init(rawValue:))
-                    )
-                }
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT name, filename, size, modified, outcome FROM files
+                    WHERE kind = ? AND name > ? \(pending ? "AND outcome IS NULL" : "") ORDER BY name LIMIT ?
+                    """, arguments: [kind.rawValue, name ?? "", limit])
+            return rows.map { row in
+                let modified: Double? = row["modified"]
+                let outcome: Int? = row["outcome"]
+                return (
+                    RemoteFile(
+                        storedName: row["name"], filename: row["filename"], size: row["size"],
+                        lastModified: modified.map(Date.init(timeIntervalSince1970:))),
+                    outcome.flatMap(Outcome.init(rawValue:))
+                )
+            }
         }
     }
 
@@ -175,47 +179,47 @@ struct CollectionState: Sendable {
     func recordOutcomes(_ outcomes: [(name: String, outcome: Outcome)], kind: Kind) async throws {
         guard !outcomes.isEmpty else { return }
         try await writing { db in
-                let update = try db.cachedStatement(sql: "UPDATE files SET outcome = ? WHERE kind = ? AND name = ?")
-                for (name, outcome) in outcomes {
-                    try update.execute(arguments: [outcome.rawValue, kind.rawValue, name])
-                }
+            let update = try db.cachedStatement(sql: "UPDATE files SET outcome = ? WHERE kind = ? AND name = ?")
+            for (name, outcome) in outcomes {
+                try update.execute(arguments: [outcome.rawValue, kind.rawValue, name])
+            }
         }
     }
 
     /// Replaces the leftovers not yet applied with `leftovers`.
     func replacePendingLeftovers(_ leftovers: [RemoteFile]) async throws {
         try await writing { db in
-                try db.execute(sql: "DELETE FROM files WHERE kind = 3 AND outcome IS NULL")
-                let insert = try db.cachedStatement(
-                    sql: "INSERT OR IGNORE INTO files (kind, name, filename, size, modified) VALUES (3, ?, ?, ?, ?)")
-                for file in leftovers {
-                    try insert.execute(arguments: [
-                        file.storedName, file.filename, file.size, file.lastModified?.timeIntervalSince1970,
-                    ])
-                }
+            try db.execute(sql: "DELETE FROM files WHERE kind = 3 AND outcome IS NULL")
+            let insert = try db.cachedStatement(
+                sql: "INSERT OR IGNORE INTO files (kind, name, filename, size, modified) VALUES (3, ?, ?, ?, ?)")
+            for file in leftovers {
+                try insert.execute(arguments: [
+                    file.storedName, file.filename, file.size, file.lastModified?.timeIntervalSince1970,
+                ])
+            }
         }
     }
 
     /// Per kind: how many files, their bytes (saturated), how many were deleted and how many kept at apply.
     func tally() async throws -> [Kind: Tally] {
         try await reading { db in
-                var tally: [Kind: Tally] = [:]
-                let rows = try Row.fetchCursor(
-                    db,
-                    sql: """
-                        SELECT kind, count(*) AS n, total(max(size, 0)) AS bytes,
-                            sum(outcome = 1) AS deleted, sum(outcome = 2) AS kept
-                        FROM files GROUP BY kind
-                        """)
-                while let row = try rows.next() {
-                    guard let kind = Kind(rawValue: row["kind"]) else { continue }
-                    // total() sums as a double, which cannot overflow; saturated here.
-                    let bytes: Double = row["bytes"] ?? 0
-                    tally[kind] = Tally(
-                        count: row["n"], bytes: bytes >= 9.2e18 ? Int64.max : Int64(bytes),
-                        deleted: row["deleted"] ?? 0, kept: row["kept"] ?? 0)
-                }
-                return tally
+            var tally: [Kind: Tally] = [:]
+            let rows = try Row.fetchCursor(
+                db,
+                sql: """
+                    SELECT kind, count(*) AS n, total(max(size, 0)) AS bytes,
+                        sum(outcome = 1) AS deleted, sum(outcome = 2) AS kept
+                    FROM files GROUP BY kind
+                    """)
+            while let row = try rows.next() {
+                guard let kind = Kind(rawValue: row["kind"]) else { continue }
+                // total() sums as a double, which cannot overflow; saturated here.
+                let bytes: Double = row["bytes"] ?? 0
+                tally[kind] = Tally(
+                    count: row["n"], bytes: bytes >= 9.2e18 ? Int64.max : Int64(bytes),
+                    deleted: row["deleted"] ?? 0, kept: row["kept"] ?? 0)
+            }
+            return tally
         }
     }
 

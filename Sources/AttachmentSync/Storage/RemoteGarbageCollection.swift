@@ -82,14 +82,10 @@ public struct RemoteGarbageCollection: Sendable {
             remote: remote, databases: databases, table: table, grace: grace, now: now)
         defer { try? collector.finish() }
         let summary = try await collector.plan()
-        /// Every file of `kind`, page after page.
-        func all(_ kind: RemoteGarbageCollector<Remote>.FileKind) async throws -> [RemoteFile] {
+        /// Every file of `kind`.
+        func all(_ kind: FileKind) async throws -> [RemoteFile] {
             var files: [RemoteFile] = []
-            for _ in 0..<RemoteGarbageCollector<Remote>.maximumPages {
-                let page = try await collector.files(kind, after: files.last?.storedName, limit: 10_000)
-                files += page.map(\.file)
-                if page.count < 10_000 { break }
-            }
+            try await collector.forEachFile(kind) { files.append($0.file) }
             return files
         }
         return RemoteGarbageCollection(

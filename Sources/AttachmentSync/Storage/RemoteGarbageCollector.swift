@@ -31,88 +31,14 @@ import GRDB
 /// try collector.finish()
 /// ```
 public final class RemoteGarbageCollector<Remote: ListableRemoteStorage>: Sendable {
-    /// Where a collection stands, reported as it goes.
-    public struct Progress: Sendable, Hashable {
-        /// What the collection is doing.
-        public enum Phase: Sendable, Hashable {
-            /// Reading the databases' references.
-            case readingReferences
-            /// Listing the remote.
-            case listing
-            /// Deleting candidates and leftovers.
-            case deleting
-        }
-
-        /// What the collection is doing.
-        public var phase: Phase
-        /// How many records were read in this reading of the databases.
-        public var recordsRead = 0
-        /// How many files were listed so far, in this run and earlier ones on the same state file.
-        public var listedFiles = 0
-        /// How many of them no reference names.
-        public var unreferencedFiles = 0
-        /// How many files were deleted so far.
-        public var deletedFiles = 0
-    }
-
-    /// What a collection found and did: counts and bytes, never the files themselves (read them with
-    /// ``files(_:after:limit:)``).
-    public struct Summary: Sendable, Hashable {
-        /// How many files the remote lists.
-        public var listedFiles = 0
-        /// How many of them some record refers to.
-        public var referencedFiles = 0
-        /// Unreferenced files of the library's older than the grace period.
-        public var candidates = 0
-        /// The bytes the candidates take, saturated at `Int64.max`.
-        public var candidateBytes: Int64 = 0
-        /// Unreferenced files of the library's kept as younger than the grace period (or of unknown age).
-        public var recent = 0
-        /// Unreferenced files this library did not write: kept.
-        public var foreign = 0
-        /// The adapter's own files no file needs, older than the grace period.
-        public var leftovers = 0
-        /// The bytes the leftovers take, saturated at `Int64.max`.
-        public var leftoverBytes: Int64 = 0
-        /// Candidates and leftovers deleted so far.
-        public var deletedFiles = 0
-        /// Candidates kept when their turn came, as they no longer carried the library's stored SHA-256.
-        public var keptAtApply = 0
-        /// Whether the listing is complete (`false` after an interruption: the counts are partial).
-        public var isListed = false
-        /// Whether every candidate and leftover has been dealt with by ``apply(progress:)``.
-        public var isApplied = false
-    }
-
-    /// The files of a collection, by what it decided about them.
-    public enum FileKind: Sendable, Hashable, CaseIterable {
-        /// Unreferenced files of the library's older than the grace period: deleted by ``apply(progress:)``.
-        case candidate
-        /// Unreferenced files of the library's younger than the grace period (or of unknown age): kept.
-        case recent
-        /// Unreferenced files the library did not write: kept, whatever their age.
-        case foreign
-        /// The adapter's own files no file needs, older than the grace period: deleted by ``apply(progress:)``.
-        case leftover
-
-        var stored: CollectionState.Kind {
-            switch self {
-            case .candidate: .candidate
-            case .recent: .recent
-            case .foreign: .foreign
-            case .leftover: .leftover
-            }
-        }
-    }
-
-    /// A file of a collection, and what ``apply(progress:)`` did to it.
-    public struct Entry: Sendable, Hashable {
-        /// The file as the listing reported it.
-        public var file: RemoteFile
-        /// `true` when it was deleted, `false` when it was kept at apply (it no longer carried the library's
-        /// stored SHA-256), `nil` while not applied (and for kept kinds).
-        public var deleted: Bool?
-    }
+    /// Where a collection stands (``RemoteGarbageCollection/Progress``).
+    public typealias Progress = RemoteGarbageCollection.Progress
+    /// What a collection found and did (``RemoteGarbageCollection/Summary``).
+    public typealias Summary = RemoteGarbageCollection.Summary
+    /// The files of a collection by what it decided (``RemoteGarbageCollection/FileKind``).
+    public typealias FileKind = RemoteGarbageCollection.FileKind
+    /// A file of a collection (``RemoteGarbageCollection/Entry``).
+    public typealias Entry = RemoteGarbageCollection.Entry
 
     /// The remote being collected.
     public let remote: Remote
@@ -273,6 +199,18 @@ public final class RemoteGarbageCollector<Remote: ListableRemoteStorage>: Sendab
         }
     }
 
+    /// Calls `body` with every file of `kind`, in the order of their names' UTF-8 bytes, reading them from
+    /// the state file a page at a time.
+    public func forEachFile(_ kind: FileKind, _ body: (Entry) throws -> Void) async throws {
+        var after: String?
+        for _ in 0..<Self.maximumPages {
+            let page = try await files(kind, after: after, limit: 1_000)
+            guard let last = page.last else { return }
+            after = last.file.storedName
+            for entry in page { try body(entry) }
+        }
+    }
+
     /// What the collection has found and done so far.
     public func summary() async throws -> Summary {
         let tally = try await state.tally()
@@ -305,5 +243,90 @@ public final class RemoteGarbageCollector<Remote: ListableRemoteStorage>: Sendab
             try? state.queue.close()
             CollectionState.remove(at: state.url)
         }
+    }
+}
+
+extension RemoteGarbageCollection {
+    /// Where a collection stands, reported as it goes.
+    public struct Progress: Sendable, Hashable {
+        /// What the collection is doing.
+        public enum Phase: Sendable, Hashable {
+            /// Reading the databases' references.
+            case readingReferences
+            /// Listing the remote.
+            case listing
+            /// Deleting candidates and leftovers.
+            case deleting
+        }
+
+        /// What the collection is doing.
+        public var phase: Phase
+        /// How many records were read in this reading of the databases.
+        public var recordsRead = 0
+        /// How many files were listed so far, in this run and earlier ones on the same state file.
+        public var listedFiles = 0
+        /// How many of them no reference names.
+        public var unreferencedFiles = 0
+        /// How many files were deleted so far.
+        public var deletedFiles = 0
+    }
+
+    /// What a collection found and did: counts and bytes, never the files themselves (read them with
+    /// ``RemoteGarbageCollector/files(_:after:limit:)``).
+    public struct Summary: Sendable, Hashable {
+        /// How many files the remote lists.
+        public var listedFiles = 0
+        /// How many of them some record refers to.
+        public var referencedFiles = 0
+        /// Unreferenced files of the library's older than the grace period.
+        public var candidates = 0
+        /// The bytes the candidates take, saturated at `Int64.max`.
+        public var candidateBytes: Int64 = 0
+        /// Unreferenced files of the library's kept as younger than the grace period (or of unknown age).
+        public var recent = 0
+        /// Unreferenced files this library did not write: kept.
+        public var foreign = 0
+        /// The adapter's own files no file needs, older than the grace period.
+        public var leftovers = 0
+        /// The bytes the leftovers take, saturated at `Int64.max`.
+        public var leftoverBytes: Int64 = 0
+        /// Candidates and leftovers deleted so far.
+        public var deletedFiles = 0
+        /// Candidates kept when their turn came, as they no longer carried the library's stored SHA-256.
+        public var keptAtApply = 0
+        /// Whether the listing is complete (`false` after an interruption: the counts are partial).
+        public var isListed = false
+        /// Whether every candidate and leftover has been dealt with by ``RemoteGarbageCollector/apply(progress:)``.
+        public var isApplied = false
+    }
+
+    /// The files of a collection, by what it decided about them.
+    public enum FileKind: Sendable, Hashable, CaseIterable {
+        /// Unreferenced files of the library's older than the grace period: deleted by ``RemoteGarbageCollector/apply(progress:)``.
+        case candidate
+        /// Unreferenced files of the library's younger than the grace period (or of unknown age): kept.
+        case recent
+        /// Unreferenced files the library did not write: kept, whatever their age.
+        case foreign
+        /// The adapter's own files no file needs, older than the grace period: deleted by ``RemoteGarbageCollector/apply(progress:)``.
+        case leftover
+
+        var stored: CollectionState.Kind {
+            switch self {
+            case .candidate: .candidate
+            case .recent: .recent
+            case .foreign: .foreign
+            case .leftover: .leftover
+            }
+        }
+    }
+
+    /// A file of a collection, and what ``RemoteGarbageCollector/apply(progress:)`` did to it.
+    public struct Entry: Sendable, Hashable {
+        /// The file as the listing reported it.
+        public var file: RemoteFile
+        /// `true` when it was deleted, `false` when it was kept at apply (it no longer carried the library's
+        /// stored SHA-256), `nil` while not applied (and for kept kinds).
+        public var deleted: Bool?
     }
 }

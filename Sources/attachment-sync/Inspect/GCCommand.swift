@@ -2,6 +2,12 @@ import ArgumentParser
 import AttachmentSync
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// `attachment-sync gc --remote REMOTE --db DB …`: remote files no database refers to, listed, and deleted
 /// only with `--apply` and only once older than the grace period.
 struct GCCommand: AsyncParsableCommand {
@@ -28,6 +34,14 @@ struct GCCommand: AsyncParsableCommand {
             database of every device that may still need a file (or one that sees every row), and a grace \
             period longer than any device stays offline with unsynced rows. A file deleted too early is lost \
             for every device that had not downloaded it.
+
+            Memory does not grow with the bucket: the references and the unreferenced files are kept in an \
+            SQLite state file, and the listing is read a page at a time. With --state FILE the state file is \
+            kept: a run that stops (a crash, a lost connection, Ctrl-C) is continued by the same command, \
+            which lists on after the last recorded page or deletes the candidates not yet deleted (reading \
+            the databases again first). A dry run's state file can be applied later with --apply: it deletes \
+            what the dry run found, minus whatever a record refers to by then. Progress goes to standard \
+            error.
 
             \(RemoteOptions.syntax)
 
@@ -60,6 +74,12 @@ struct GCCommand: AsyncParsableCommand {
     @Flag(help: "Print JSON (stable keys, for scripts) instead of lines for people.")
     var json = false
 
+    @Option(
+        help: ArgumentHelp(
+            "Keep the collection in this SQLite file, and continue the one it holds (same remote, databases, "
+                + "table and grace).", valueName: "file"))
+    var state: String?
+
     func validate() throws {
         guard remoteOptions.remote != nil else { throw ValidationError("--remote is required.") }
         guard !databases.isEmpty else {
@@ -70,47 +90,51 @@ struct GCCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let graceSeconds = try Self.parseGrace(grace)
         let remote = try OpenedRemote.open(remoteOptions, command: "gc")
-        let plan: RemoteGarbageCollection
-        var deleted = 0
-        var keptAtApply: [RemoteFile] = []
+        try await collect(remote.storage, opened: remote)
+    }
+
+    /// Runs the collection on `storage` (the opened remote's adapter, as its own type) and prints it.
+    func collect<Remote: ListableRemoteStorage>(_ storage: Remote, opened remote: OpenedRemote) async throws {
+        let graceSeconds = try Self.parseGrace(grace)
         var opened: [LocalDatabase] = []
+        var collector: RemoteGarbageCollector<Remote>?
+        let progress = GCProgress(interactive: isatty(STDERR_FILENO) == 1)
+        let summary: RemoteGarbageCollection.Summary
         do {
             for path in databases {
                 opened.append(try LocalDatabase.readOnly(path: path))
             }
-            plan = try await RemoteGarbageCollection.plan(
-                remote: remote.storage, databases: opened, table: table, grace: .seconds(graceSeconds))
+            let running = try RemoteGarbageCollector(
+                remote: storage, databases: opened, table: table,
+                grace: .seconds(graceSeconds), stateFile: state.map { URL(fileURLWithPath: $0) },
+                remoteName: remote.description)
+            collector = running
+            summary =
+                try await apply ? running.apply(progress: progress.report) : running.plan(progress: progress.report)
+            progress.clear()
             for db in opened { try await db.close() }
             opened = []
-            if apply {
-                let counts = LockedValue((deleted: 0, kept: [RemoteFile]()))
-                do {
-                    try await plan.apply(to: remote.storage) { file, wasDeleted in
-                        counts.withLock { if wasDeleted { $0.deleted += 1 } else { $0.kept.append(file) } }
-                    }
-                } catch {
-                    deleted = counts.withLock { $0.deleted }
-                    throw error
-                }
-                (deleted, keptAtApply) = counts.withLock { ($0.deleted, $0.kept) }
+            if json {
+                try await GCJSON.write(running, summary, remote: remote.description, applied: apply)
+            } else {
+                try await Self.printText(running, summary, remote: remote.description, grace: grace, applied: apply)
             }
+            try running.finish()
         } catch {
+            progress.clear()
+            let deleted = (try? await collector?.summary().deletedFiles) ?? 0
+            try? collector?.finish()
             for db in opened { try? await db.close() }
             await remote.shutdown()
             FileHandle.standardError.write(
                 Data(
                     ("attachment-sync gc: \(StatusCommand.describe(error))"
-                        + (deleted > 0 ? " (after deleting \(deleted) files)" : "") + "\n").utf8))
+                        + (deleted > 0 ? " (after deleting \(deleted) files)" : "")
+                        + (state.map { "; run the same command again to continue from \($0)" } ?? "") + "\n").utf8))
             throw ExitCode(1)
         }
         await remote.shutdown()
-        if json {
-            print(try GCJSON(plan, remote: remote.description, applied: apply, keptAtApply: keptAtApply).encoded())
-        } else {
-            print(Self.text(plan, remote: remote.description, grace: grace, applied: apply, keptAtApply: keptAtApply))
-        }
     }
 
     /// `7d`, `36h`, `90m`, `0s` as seconds.
@@ -126,64 +150,85 @@ struct GCCommand: AsyncParsableCommand {
         return value * unit
     }
 
-    static func text(
-        _ plan: RemoteGarbageCollection, remote: String, grace: String, applied: Bool, keptAtApply: [RemoteFile] = []
-    ) -> String {
+    /// Prints the report for people, reading the files from the collection's state a page at a time.
+    static func printText<Remote>(
+        _ collector: RemoteGarbageCollector<Remote>, _ summary: RemoteGarbageCollection.Summary,
+        remote: String, grace: String, applied: Bool
+    ) async throws {
         /// `1 file`, `2 files`.
         func files(_ count: Int) -> String { "\(count) file\(count == 1 ? "" : "s")" }
-        var lines = [
-            "listed \(files(plan.listedFiles)) in \(remote): "
-                + "\(plan.referencedFiles) referenced, \(plan.candidates.count + plan.recent.count) unreferenced"
-                + (plan.foreign.isEmpty ? "" : ", \(plan.foreign.count) foreign")
-        ]
-        /// A line per file of `list` (the first `limit`), then how many more there are.
-        func append(_ list: [RemoteFile], atMost limit: Int = .max) {
-            for file in list.prefix(limit) {
-                lines.append("  \(file.storedName)  \(Self.describe(file, now: plan.now))")
+        print(
+            "listed \(files(summary.listedFiles)) in \(remote): "
+                + "\(summary.referencedFiles) referenced, \(summary.candidates + summary.recent) unreferenced"
+                + (summary.foreign == 0 ? "" : ", \(summary.foreign) foreign"))
+        /// A line per file of `kind` that `include` takes (the first `limit`), then how many more there are.
+        func list(
+            _ kind: RemoteGarbageCollection.FileKind, atMost limit: Int = .max,
+            including include: (RemoteGarbageCollection.Entry) -> Bool = { _ in true }
+        ) async throws {
+            var (printed, more) = (0, 0)
+            try await collector.forEachFile(kind) { entry in
+                guard include(entry) else { return }
+                if printed < limit {
+                    print("  \(entry.file.storedName)  \(Self.describe(entry.file, now: collector.now))")
+                    printed += 1
+                } else {
+                    more += 1
+                }
             }
-            if list.count > limit { lines.append("  … and \(list.count - limit) more") }
+            if more > 0 { print("  … and \(more) more") }
         }
         // With --apply, the candidates kept because they lost their stored hash are listed apart.
-        let kept = Set(keptAtApply.map(\.storedName))
-        let deleted = plan.candidates.filter { !kept.contains($0.storedName) }
-        let bytes = DemoReport.bytes(deleted.reduce(Int64(0)) { $0.addingClamped(max(0, $1.size)) })
-        if plan.candidates.isEmpty {
-            lines.append("nothing to delete: no unreferenced file of this library's is older than \(grace)")
+        let deletedCount = summary.candidates - summary.keptAtApply
+        if summary.candidates == 0 {
+            print("nothing to delete: no unreferenced file of this library's is older than \(grace)")
         } else {
-            lines.append(
+            let bytes = try await candidateBytes(collector, summary)
+            print(
                 (applied ? "deleted" : "would delete")
-                    + " \(files(deleted.count)) (\(bytes)) last written more than \(grace) ago:")
-            append(deleted)
+                    + " \(files(deletedCount)) (\(DemoReport.bytes(bytes))) last written more than \(grace) ago:")
+            try await list(.candidate) { $0.deleted != false }
         }
-        if !keptAtApply.isEmpty {
-            lines.append(
-                "kept \(keptAtApply.count) of them: no longer carrying this library's stored SHA-256 when their "
+        if summary.keptAtApply > 0 {
+            print(
+                "kept \(summary.keptAtApply) of them: no longer carrying this library's stored SHA-256 when their "
                     + "turn came (another tool wrote under the name since the listing):")
-            for file in keptAtApply { lines.append("  \(file.storedName)") }
+            try await list(.candidate) { $0.deleted == false }
         }
-        if !plan.recent.isEmpty {
-            lines.append(
-                "kept \(plan.recent.count) unreferenced file\(plan.recent.count == 1 ? "" : "s") "
+        if summary.recent > 0 {
+            print(
+                "kept \(summary.recent) unreferenced file\(summary.recent == 1 ? "" : "s") "
                     + "written within the last \(grace) (or of unknown age):")
-            append(plan.recent, atMost: 20)
+            try await list(.recent, atMost: 20)
         }
-        if !plan.foreign.isEmpty {
-            lines.append(
-                "kept \(files(plan.foreign.count)) this library did not write "
+        if summary.foreign > 0 {
+            print(
+                "kept \(files(summary.foreign)) this library did not write "
                     + "(no SHA-256 of its uploads stored with them), whatever their age:")
-            append(plan.foreign, atMost: 50)
+            try await list(.foreign, atMost: 50)
         }
-        if !plan.leftovers.isEmpty {
-            lines.append(
+        if summary.leftovers > 0 {
+            print(
                 (applied ? "deleted" : "would delete")
-                    + " \(files(plan.leftovers.count)) (\(DemoReport.bytes(plan.leftoverBytes))) the remote kept for "
+                    + " \(files(summary.leftovers)) (\(DemoReport.bytes(summary.leftoverBytes))) the remote kept for "
                     + "itself and no file needs (interrupted uploads, hashes of deleted files), older than \(grace):")
-            append(plan.leftovers, atMost: 20)
+            try await list(.leftover, atMost: 20)
         }
-        if !applied, !plan.candidates.isEmpty || !plan.leftovers.isEmpty {
-            lines.append("nothing was deleted: run again with --apply to delete")
+        if !applied, summary.candidates > 0 || summary.leftovers > 0 {
+            print("nothing was deleted: run again with --apply to delete")
         }
-        return lines.joined(separator: "\n")
+    }
+
+    /// The bytes of the candidates deleted (or to be), without those kept at apply.
+    static func candidateBytes<Remote>(
+        _ collector: RemoteGarbageCollector<Remote>, _ summary: RemoteGarbageCollection.Summary
+    ) async throws -> Int64 {
+        guard summary.keptAtApply > 0 else { return summary.candidateBytes }
+        var bytes: Int64 = 0
+        try await collector.forEachFile(.candidate) { entry in
+            if entry.deleted != false { bytes = bytes.addingClamped(max(0, entry.file.size)) }
+        }
+        return bytes
     }
 
     static func describe(_ file: RemoteFile, now: Date) -> String {
@@ -204,8 +249,16 @@ struct GCCommand: AsyncParsableCommand {
     }
 }
 
-/// The `gc --json` document: add keys, never rename or remove one.
-struct GCJSON: Encodable {
+/// The `gc --json` document: add keys, never rename or remove one. It is written as the files are read
+/// from the collection's state, one file per line, so a bucket of millions prints in constant memory.
+///
+/// Keys (in this order): `applied`, `candidateBytes`, `candidates` (deleted with --apply, else what would
+/// be; kept-at-apply ones included), `foreign` (unreferenced files this library did not write: never
+/// deleted), `graceSeconds`, `keptAtApply` (candidates that no longer carried the library's stored SHA-256
+/// when their turn came), `leftoverBytes`, `leftovers` (the remote's own files no file needs, older than the
+/// grace period: deleted with --apply too), `listedFiles`, `recent`, `referencedFiles`, `remote`. Each file
+/// is an object with `filename` (or null), `lastModified` (ISO 8601, or null), `name` and `size`.
+enum GCJSON {
     struct File: Encodable {
         var name: String
         var filename: Nullable<String>
@@ -213,45 +266,97 @@ struct GCJSON: Encodable {
         var lastModified: Nullable<String>
     }
 
-    var remote: String
-    var applied: Bool
-    var graceSeconds: Int64
-    var listedFiles: Int
-    var referencedFiles: Int
-    var candidateBytes: Int64
-    /// Deleted with --apply, else what would be.
-    var candidates: [File]
-    var recent: [File]
-    /// Unreferenced files this library did not write (no stored SHA-256 of its uploads): never deleted.
-    var foreign: [File]
-    /// Candidates kept at --apply: they no longer carried the library's stored SHA-256 when their turn came.
-    var keptAtApply: [File]
-    /// The remote's own files no file needs, older than the grace period: deleted with --apply too.
-    var leftovers: [File]
-    var leftoverBytes: Int64
-
-    init(_ plan: RemoteGarbageCollection, remote: String, applied: Bool, keptAtApply: [RemoteFile] = []) {
-        self.remote = remote
-        self.applied = applied
-        graceSeconds = plan.grace.components.seconds
-        listedFiles = plan.listedFiles
-        referencedFiles = plan.referencedFiles
-        candidateBytes = plan.candidateBytes
+    static func write<Remote>(
+        _ collector: RemoteGarbageCollector<Remote>, _ summary: RemoteGarbageCollection.Summary,
+        remote: String, applied: Bool
+    ) async throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let formatter = ISO8601DateFormatter()
-        func file(_ file: RemoteFile) -> File {
-            File(
-                name: file.storedName, filename: Nullable(file.filename), size: file.size,
-                lastModified: Nullable(file.lastModified.map { formatter.string(from: $0) }))
+        func json(_ value: some Encodable) throws -> String {
+            String(decoding: try encoder.encode(value), as: UTF8.self)
         }
-        candidates = plan.candidates.map(file)
-        recent = plan.recent.map(file)
-        foreign = plan.foreign.map(file)
-        self.keptAtApply = keptAtApply.map(file)
-        leftovers = plan.leftovers.map(file)
-        leftoverBytes = plan.leftoverBytes
+        func scalar(_ key: String, _ value: some Encodable) throws {
+            print("  \(try json(key)) : \(try json(value)),")
+        }
+        func array(
+            _ key: String, _ kind: RemoteGarbageCollection.FileKind,
+            including include: (RemoteGarbageCollection.Entry) -> Bool = { _ in true }
+        ) async throws {
+            print("  \(try json(key)) : [", terminator: "")
+            var first = true
+            try await collector.forEachFile(kind) { entry in
+                guard include(entry) else { return }
+                let file = File(
+                    name: entry.file.storedName, filename: Nullable(entry.file.filename), size: entry.file.size,
+                    lastModified: Nullable(entry.file.lastModified.map { formatter.string(from: $0) }))
+                print((first ? "\n    " : ",\n    ") + (try json(file)), terminator: "")
+                first = false
+            }
+            print(first ? "]," : "\n  ],")
+        }
+        print("{")
+        try scalar("applied", applied)
+        try scalar("candidateBytes", summary.candidateBytes)
+        try await array("candidates", .candidate)
+        try await array("foreign", .foreign)
+        try scalar("graceSeconds", collector.grace.components.seconds)
+        try await array("keptAtApply", .candidate) { $0.deleted == false }
+        try scalar("leftoverBytes", summary.leftoverBytes)
+        try await array("leftovers", .leftover)
+        try scalar("listedFiles", summary.listedFiles)
+        try await array("recent", .recent)
+        try scalar("referencedFiles", summary.referencedFiles)
+        print("  \(try json("remote")) : \(try json(remote))")
+        print("}")
+    }
+}
+
+/// `gc`'s progress on standard error: on a terminal one line rewritten as it goes (cleared before the
+/// report), elsewhere a line when a phase starts and every 100,000 files listed or 10,000 deleted.
+final class GCProgress: Sendable {
+    let interactive: Bool
+    private let shown = LockedValue<(phase: RemoteGarbageCollection.Progress.Phase?, line: Bool)>((nil, false))
+
+    init(interactive: Bool) {
+        self.interactive = interactive
     }
 
-    func encoded() throws -> String {
-        try jsonDocument(self)
+    /// What the collector calls.
+    var report: @Sendable (RemoteGarbageCollection.Progress) -> Void {
+        { [self] progress in show(progress) }
+    }
+
+    func show(_ progress: RemoteGarbageCollection.Progress) {
+        let text: String
+        switch progress.phase {
+        case .readingReferences: text = "reading the databases: \(progress.recordsRead) records"
+        case .listing:
+            text = "listing: \(progress.listedFiles) files, \(progress.unreferencedFiles) unreferenced"
+        case .deleting: text = "deleting: \(progress.deletedFiles) files deleted"
+        }
+        let write = shown.withLock { shown -> Bool in
+            defer { shown.phase = progress.phase }
+            if interactive { return true }
+            switch progress.phase {
+            case _ where shown.phase != progress.phase: return true
+            case .listing: return progress.listedFiles % 100_000 < 1_000
+            case .deleting: return progress.deletedFiles % 10_000 < 256
+            case .readingReferences: return false
+            }
+        }
+        guard write else { return }
+        if interactive {
+            shown.withLock { $0.line = true }
+            FileHandle.standardError.write(Data(("\r\u{1B}[K" + text).utf8))
+        } else {
+            FileHandle.standardError.write(Data(("attachment-sync gc: " + text + "\n").utf8))
+        }
+    }
+
+    /// Clears the rewritten line on a terminal.
+    func clear() {
+        guard interactive, shown.withLock({ $0.line }) else { return }
+        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
     }
 }

@@ -131,6 +131,49 @@ struct GCCommandTests {
         #expect(left.contains("phone.jpg"))
     }
 
+    @Test(
+        "--state: a dry run's state is applied later, minus what a record refers to by then; other settings are refused"
+    )
+    func stateFileCarriesOver() async throws {
+        let remote = try FolderRemote()
+        let remotePath = remote.path
+        let phone = try await remote.device(uploading: [("phone", testBytes(3_000))], fileExtension: "jpg")
+        let tenDaysAgo = Date().addingTimeInterval(-10 * 86_400)
+        for name in ["gone-1.jpg", "gone-2.jpg", "claimed.jpg"] {
+            try await remote.upload(
+                testBytes(1_000), as: Attachment(id: name, filename: name, state: .synced), writtenAt: tenDaysAgo)
+        }
+        let tool = try CommandLineTool.locate()
+        let phoneDB = phone.folder.path("app.sqlite")
+        let state = phone.folder.path("gc-state.sqlite")
+        let dryRun = try await tool.run(["gc", "--remote", remotePath, "--db", phoneDB, "--state", state])
+        #expect(dryRun.status == 0, "stderr: \(dryRun.standardError)")
+        #expect(dryRun.standardOutput.contains("would delete 3 files"), "\(dryRun.standardOutput)")
+        #expect(dryRun.standardError.contains("attachment-sync gc: listing: 4 files, 3 unreferenced"))
+        #expect(FileManager.default.fileExists(atPath: state), "the state file is kept")
+
+        // A record for one of them arrives; a file uploaded after the dry run is not in its listing.
+        try await phone.db.writeTransaction { tx in
+            try tx.execute(
+                sql: "INSERT INTO attachments (id, filename, state, timestamp) VALUES ('claimed', 'claimed.jpg', 3, 0)")
+        }
+        await phone.queue.close()
+        try await remote.upload(
+            testBytes(1_000), as: Attachment(id: "late", filename: "late.jpg", state: .synced), writtenAt: tenDaysAgo)
+
+        let otherGrace = try await tool.run(
+            ["gc", "--remote", remotePath, "--db", phoneDB, "--state", state, "--grace", "1d", "--apply"])
+        #expect(otherGrace.status == 1)
+        #expect(otherGrace.standardError.contains("graceSeconds"), "\(otherGrace.standardError)")
+        #expect(try Self.names(remotePath).contains("gone-1.jpg"), "a refused run deletes nothing")
+
+        let applied = try await tool.run(["gc", "--remote", remotePath, "--db", phoneDB, "--state", state, "--apply"])
+        #expect(applied.status == 0, "stderr: \(applied.standardError)")
+        #expect(applied.standardOutput.contains("deleted 2 files (2.0 KiB)"), "\(applied.standardOutput)")
+        #expect(
+            try Self.names(remotePath).filter { !$0.hasPrefix(".") } == ["claimed.jpg", "late.jpg", "phone.jpg"])
+    }
+
     @Test("bad arguments exit 64 naming the problem; an unreadable database exits 1 and deletes nothing")
     func badArguments() async throws {
         let device = try QueueHarness()

@@ -55,7 +55,9 @@ struct RemoteGarbageCollectorTests {
         return names
     }
 
-    @Test("5,000 files in 50 pages against two databases: each file is judged as the rules say, and apply deletes exactly the candidates")
+    @Test(
+        "5,000 files in 50 pages against two databases: each file is judged as the rules say, and apply deletes exactly the candidates"
+    )
     func judgesEveryFile() async throws {
         let folder = try TemporaryDirectory()
         let remote = GeneratedRemoteStorage(count: 5_000, pageSize: 100, file: Self.file)
@@ -208,7 +210,8 @@ struct RemoteGarbageCollectorTests {
             #expect {
                 if let remoteName {
                     _ = try RemoteGarbageCollector(
-                        remote: remote, databases: databases, grace: grace, stateFile: stateFile, remoteName: remoteName)
+                        remote: remote, databases: databases, grace: grace, stateFile: stateFile, remoteName: remoteName
+                    )
                 } else {
                     _ = try RemoteGarbageCollector(
                         remote: remote, databases: databases, grace: grace, stateFile: stateFile)
@@ -229,7 +232,9 @@ struct RemoteGarbageCollectorTests {
         #expect(before.count > after.count)
     }
 
-    @Test("property: over random remotes, records and interruptions, only old unreferenced files of the library's are deleted, and all of them")
+    @Test(
+        "property: over random remotes, records and interruptions, only old unreferenced files of the library's are deleted, and all of them"
+    )
     func randomHistories() async throws {
         let seed = SplitMix64.seed(from: "ATTACHMENT_SYNC_GC_SEED")
         print("RemoteGarbageCollectorTests.randomHistories seed \(seed) (ATTACHMENT_SYNC_GC_SEED=\(seed) replays)")
@@ -248,7 +253,8 @@ struct RemoteGarbageCollectorTests {
                 // Records arrive between runs for files not deleted yet: those must survive.
                 let deleted = Set(remote.deletedNames.compactMap(GeneratedRemoteStorage.index(of:)))
                 let arriving = (0..<count).filter { !deleted.contains($0) && random.next(below: 50) == 0 }
-                try await Self.add(arriving.filter { !referenced.contains($0) }.map(GeneratedRemoteStorage.name), to: db)
+                try await Self.add(
+                    arriving.filter { !referenced.contains($0) }.map(GeneratedRemoteStorage.name), to: db)
                 referenced.formUnion(arriving)
                 if attempt < 8 {
                     switch random.next(below: 3) {
