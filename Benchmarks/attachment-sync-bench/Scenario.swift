@@ -101,6 +101,11 @@ struct Scenario: Sendable {
             summary: "cold start over 100,000 attachments until a first saveFile returns (target ≤ 100 ms)",
             run: ColdStartScenario.run),
         Scenario(
+            name: "P17",
+            summary: "gc over 1,000,000 listed files of a generated remote, 1 % deleted: streaming vs in memory "
+                + "(target peak RSS ≤ 64 MiB)",
+            run: BucketGCScenario.run),
+        Scenario(
             name: "P6",
             summary: "2,000 × 64 KiB uploads to the local Ceph S3 server vs rclone copy and aws s3 sync "
                 + "(target not slower than rclone)",

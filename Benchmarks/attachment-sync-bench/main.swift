@@ -11,6 +11,9 @@ if arguments.first == S3BigFileChild.command {
 if arguments.first == S3EncryptedBigFileChild.command {
     exit(await S3EncryptedBigFileChild.main(Array(arguments.dropFirst())))
 }
+if arguments.first == BucketGCChild.command {
+    exit(await BucketGCChild.main(Array(arguments.dropFirst())))
+}
 if arguments.first == MappedUploadsChild.command {
     exit(await MappedUploadsChild.main(Array(arguments.dropFirst())))
 }

@@ -78,6 +78,37 @@ struct CollectionState: Sendable {
         }
     }
 
+    /// Records `settings` and `now` in a new state file, or checks them against those of one that holds a
+    /// collection; returns the time ages are measured from (the first run's).
+    func prepare(settings: [String: DatabaseValue], now: Date) throws -> Date {
+        let phase = try meta("phase")
+        if phase.isNull {
+            var values = settings
+            values["now"] = now.timeIntervalSince1970.databaseValue
+            values["phase"] = Phase.listing.rawValue.databaseValue
+            try setMetaNow(values)
+            return now
+        }
+        for key in settings.keys.sorted() {
+            let expected = settings[key] ?? .null
+            let stored = try meta(key)
+            if stored != expected {
+                throw AttachmentError(
+                    code: .invalidConfiguration,
+                    message: "the state file \(url.path) holds a collection with \(key) \(stored.description), "
+                        + "not \(expected.description): give the same settings, or another state file")
+            }
+        }
+        let started = try meta("now")
+        if let seconds = Double.fromDatabaseValue(started) { return Date(timeIntervalSince1970: seconds) }
+        return now
+    }
+
+    /// Sets the keys of `values` in `meta`, in one transaction (synchronously: for set-up).
+    func setMetaNow(_ values: [String: DatabaseValue]) throws {
+        try LocalDatabaseError.converting { try queue.write { db in try Self.setMeta(values, in: db) } }
+    }
+
     /// Sets the keys of `values` in `meta`, in one transaction.
     func setMeta(_ values: [String: DatabaseValue]) async throws {
         try await writing { db in try Self.setMeta(values, in: db) }

@@ -123,29 +123,27 @@ extension RemoteGarbageCollector {
                 let batch = try await state.files(kind, after: after, limit: Self.deleteBatch, pending: true)
                 guard let last = batch.last else { break }
                 after = last.file.storedName
-                var outcomes: [(name: String, outcome: CollectionState.Outcome)] = []
-                var failure: (any Error)?
-                await withTaskGroup(of: (String, Result<CollectionState.Outcome, any Error>).self) { group in
-                    var pending = batch.makeIterator()
-                    func start() {
-                        guard failure == nil, let file = pending.next()?.file else { return }
-                        group.addTask {
-                            do {
-                                return (file.storedName, .success(try await Self.deleteOne(file, kind, on: remote)))
-                            } catch {
-                                return (file.storedName, .failure(error))
-                            }
+                let files = batch.map(\.file)
+                let results = await withTaskGroup(of: Deletion.self, returning: [Deletion].self) { group in
+                    var (results, next, stopped) = ([Deletion](), 0, false)
+                    while next < files.count, next < Self.concurrency {
+                        let file = files[next]
+                        group.addTask { await Deletion(file, kind, on: remote) }
+                        next += 1
+                    }
+                    while let result = await group.next() {
+                        results.append(result)
+                        stopped = stopped || result.error != nil
+                        if !stopped, next < files.count {
+                            let file = files[next]
+                            group.addTask { await Deletion(file, kind, on: remote) }
+                            next += 1
                         }
                     }
-                    for _ in 0..<Self.concurrency { start() }
-                    while let (name, result) = await group.next() {
-                        switch result {
-                        case .success(let outcome): outcomes.append((name, outcome))
-                        case .failure(let error): failure = failure ?? error
-                        }
-                        start()
-                    }
+                    return results
                 }
+                let outcomes = results.compactMap { result in result.outcome.map { (name: result.name, outcome: $0) } }
+                let failure = results.first { $0.error != nil }?.error
                 try await state.recordOutcomes(outcomes, kind: kind)
                 progress.deletedFiles += outcomes.filter { $0.outcome == .deleted }.count
                 report?(progress)
@@ -154,16 +152,28 @@ extension RemoteGarbageCollector {
         }
     }
 
-    /// Deletes one candidate (when it still carries the library's stored SHA-256) or leftover.
-    static func deleteOne(
-        _ file: RemoteFile, _ kind: CollectionState.Kind, on remote: Remote
-    ) async throws -> CollectionState.Outcome {
-        if kind == .leftover {
-            try await remote.deleteLeftover(file)
-            return .deleted
+    /// One delete of ``delete(_:)``: the file's name, and what was done or the error.
+    struct Deletion: Sendable {
+        let name: String
+        let outcome: CollectionState.Outcome?
+        let error: (any Error)?
+
+        /// Deletes one candidate (when it still carries the library's stored SHA-256) or leftover.
+        init(_ file: RemoteFile, _ kind: CollectionState.Kind, on remote: Remote) async {
+            name = file.storedName
+            do {
+                if kind == .leftover {
+                    try await remote.deleteLeftover(file)
+                    (outcome, error) = (.deleted, nil)
+                } else if try await remote.storedSHA256(of: file) == nil {
+                    (outcome, error) = (.kept, nil)
+                } else {
+                    try await remote.deleteListedFile(file)
+                    (outcome, error) = (.deleted, nil)
+                }
+            } catch {
+                (outcome, self.error) = (nil, error)
+            }
         }
-        guard try await remote.storedSHA256(of: file) != nil else { return .kept }
-        try await remote.deleteListedFile(file)
-        return .deleted
     }
 }

@@ -88,45 +88,13 @@ public final class RemoteGarbageCollector<Remote: ListableRemoteStorage>: Sendab
             throw AttachmentError(code: .invalidConfiguration, message: "the grace period \(grace) is negative")
         }
         try AttachmentStore.validateTableName(table)
-        let url =
-            stateFile
-            ?? FileManager.default.temporaryDirectory.appendingPathComponent(
-                "attachment-sync-gc-\(UUID().uuidString).sqlite")
-        let state = try CollectionState(url: url)
         let settings: [String: DatabaseValue] = [
             "version": CollectionState.version.databaseValue, "remote": remoteName.databaseValue,
             "table": table.databaseValue, "graceSeconds": grace.components.seconds.databaseValue,
             "graceAttoseconds": grace.components.attoseconds.databaseValue,
             "databases": databases.map { $0.path ?? "(not a file)" }.sorted().joined(separator: "\n").databaseValue,
         ]
-        var start = now
-        do {
-            if try state.meta("phase").isNull {
-                try LocalDatabaseError.converting {
-                    try state.queue.write { db in
-                        var values = settings
-                        values["now"] = now.timeIntervalSince1970.databaseValue
-                        values["phase"] = CollectionState.Phase.listing.rawValue.databaseValue
-                        try CollectionState.setMeta(values, in: db)
-                    }
-                }
-            } else {
-                for (key, value) in settings.sorted(by: { $0.key < $1.key }) {
-                    let stored = try state.meta(key)
-                    guard stored == value else {
-                        throw AttachmentError(
-                            code: .invalidConfiguration,
-                            message: "the state file \(url.path) holds a collection with \(key) \(stored.description), "
-                                + "not \(value.description): give the same settings, or another state file")
-                    }
-                }
-                start = Double.fromDatabaseValue(try state.meta("now")).map(Date.init(timeIntervalSince1970:)) ?? now
-            }
-        } catch {
-            try? state.queue.close()
-            if stateFile == nil { CollectionState.remove(at: url) }
-            throw error
-        }
+        let (state, start) = try Self.openState(stateFile, settings: settings, now: now)
         self.remote = remote
         self.databases = databases
         self.table = table
@@ -134,6 +102,25 @@ public final class RemoteGarbageCollector<Remote: ListableRemoteStorage>: Sendab
         self.now = start
         self.state = state
         removesState = stateFile == nil
+    }
+
+    /// Opens the state file (a temporary one when `stateFile` is `nil`), records `settings` and `now` in a
+    /// new one, or checks them against those of one that holds a collection; returns it and the time ages
+    /// are measured from.
+    private static func openState(
+        _ stateFile: URL?, settings: [String: DatabaseValue], now: Date
+    ) throws -> (CollectionState, Date) {
+        let url =
+            stateFile
+            ?? FileManager.default.temporaryDirectory.appendingPathComponent(
+                "attachment-sync-gc-\(UUID().uuidString).sqlite")
+        let state = try CollectionState(url: url)
+        let prepared = Result { try state.prepare(settings: settings, now: now) }
+        if case .failure = prepared {
+            try? state.queue.close()
+            if stateFile == nil { CollectionState.remove(at: url) }
+        }
+        return (state, try prepared.get())
     }
 
     /// Lists the remote against the databases' references (or goes on listing after an interruption) and
