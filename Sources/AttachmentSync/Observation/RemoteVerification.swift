@@ -8,7 +8,8 @@ import Foundation
 /// good reason: another device deleted it): it is checked for the file's presence, its size (when the record
 /// knows it) and the SHA-256 stored with it (when both the record and the remote know one). Nothing is
 /// downloaded: the remote describes each file (``ListableRemoteStorage/fileInfo(attachment:)``), a few at a
-/// time.
+/// time. The table is read a page of records at a time, so memory does not grow with it (only with the
+/// findings).
 ///
 /// The files of an app that encrypts them (``EncryptedRemoteStorage``) are checked with `encrypted: true`,
 /// without keys: a remote file must be as long as an encrypted file of the record's content is (the stored
@@ -77,6 +78,9 @@ public struct RemoteVerification: Sendable {
     /// How many remote files are described at once.
     static let concurrency = 8
 
+    /// How many records are read from the table at once.
+    static let pageSize = 1_000
+
     /// Checks the remote files of the records in the attachments table of `db`.
     ///
     /// - Parameters:
@@ -96,35 +100,64 @@ public struct RemoteVerification: Sendable {
         db: LocalDatabase, remote: some ListableRemoteStorage, table: String = "attachments",
         encrypted: Bool = false, progress: (@Sendable (_ checked: Int, _ total: Int) -> Void)? = nil
     ) async throws -> RemoteVerification {
-        let records = try await AttachmentStore.allRecords(of: db, table: table)
-            .filter { $0.hasSynced && $0.state != .queuedDelete && $0.state != .archived }
-            .sorted { $0.id < $1.id }
-        if !records.isEmpty { try await requireLocation(of: remote) }
+        try AttachmentStore.validateTableName(table)
+        let store = AttachmentStore(table: table)
+        /// Whether the record should have a remote file.
+        @Sendable func isDue(_ record: AttachmentRecord) -> Bool {
+            record.hasSynced && record.state != .queuedDelete && record.state != .archived
+        }
+        // With a progress report, the records due are counted first, one row at a time.
+        let total = try await db.readTransaction { tx in
+            try store.checkTable(in: tx)
+            guard progress != nil else { return 0 }
+            var due = 0
+            try tx.forEachRow(sql: "SELECT \(AttachmentRecord.columns) FROM \(store.table)", parameters: []) { cursor in
+                if isDue(try AttachmentRecord(cursor: cursor)) { due += 1 }
+                return true
+            }
+            return due
+        }
         let directory = URL(fileURLWithPath: "/", isDirectory: true)
         var findings: [Finding] = []
         var checked = 0
-        try await withThrowingTaskGroup(of: Finding?.self) { group in
-            var next = records.makeIterator()
-            func startNext() {
-                guard let record = next.next() else { return }
-                let attachment = record.attachment(in: directory)
-                group.addTask {
-                    let info = try await remote.fileInfo(attachment: attachment)
-                    let problem = Self.problem(record: record, info: info, encrypted: encrypted)
-                    return problem.map {
-                        Finding(
-                            attachmentId: record.id, state: record.state, filename: record.filename, problem: $0,
-                            hasLocalFile: record.localPath != nil, remoteSHA256: info?.sha256?.lowercased(),
-                            recordSHA256: record.contentHash?.lowercased())
+        var located = false
+        var after: String?
+        // The table is read a page at a time in the order of the ids, so memory does not grow with it.
+        for _ in 0..<Int.max {
+            let page = try await db.readTransaction { [after] tx in
+                try store.records(after: after, limit: pageSize, in: tx)
+            }
+            guard let last = page.last else { break }
+            after = last.id
+            let records = page.filter(isDue)
+            if !records.isEmpty, !located {
+                try await requireLocation(of: remote)
+                located = true
+            }
+            try await withThrowingTaskGroup(of: Finding?.self) { group in
+                var next = records.makeIterator()
+                func startNext() {
+                    guard let record = next.next() else { return }
+                    let attachment = record.attachment(in: directory)
+                    group.addTask {
+                        let info = try await remote.fileInfo(attachment: attachment)
+                        let problem = Self.problem(record: record, info: info, encrypted: encrypted)
+                        return problem.map {
+                            Finding(
+                                attachmentId: record.id, state: record.state, filename: record.filename,
+                                problem: $0, hasLocalFile: record.localPath != nil,
+                                remoteSHA256: info?.sha256?.lowercased(), recordSHA256: record.contentHash?.lowercased()
+                            )
+                        }
                     }
                 }
-            }
-            for _ in 0..<concurrency { startNext() }
-            while let finding = try await group.next() {
-                checked += 1
-                progress?(checked, records.count)
-                if let finding { findings.append(finding) }
-                startNext()
+                for _ in 0..<concurrency { startNext() }
+                while let finding = try await group.next() {
+                    checked += 1
+                    progress?(checked, max(total, checked))
+                    if let finding { findings.append(finding) }
+                    startNext()
+                }
             }
         }
         return RemoteVerification(

@@ -232,6 +232,43 @@ struct RemoteGarbageCollectorTests {
         #expect(before.count > after.count)
     }
 
+    @Test("verify reads a table of 2,500 records a page at a time: every due record checked once, each problem found")
+    func verificationPagesThroughTheTable() async throws {
+        let folder = try TemporaryDirectory()
+        let remote = GeneratedRemoteStorage(count: 2_400, pageSize: 100, file: Self.file)
+        let db = try LocalDatabase(path: folder.path("app.sqlite"), schema: Schema(tables: [createAttachmentTable()]))
+        TestCleanup.add { try? await db.close() }
+        // Records 0..<2,500 synced with the generated sizes (2,400 and up have no remote file); every 10th is
+        // archived (not checked); record 5 claims a size its file does not have.
+        try await db.writeTransaction { tx in
+            for index in 0..<2_500 {
+                let name = GeneratedRemoteStorage.name(index)
+                let size = index == 5 ? 1 : Self.file(index).size
+                try tx.execute(
+                    sql: """
+                        INSERT INTO attachments (id, filename, state, timestamp, size, has_synced)
+                        VALUES (?, ?, ?, 0, ?, 1)
+                        """,
+                    arguments: [name, name, index % 10 == 0 ? AttachmentState.archived.rawValue : 3, size])
+            }
+        }
+        let reports = LockedValue<[Int]>([])
+        let totals = LockedValue<Set<Int>>([])
+        let check = try await RemoteVerification.verify(db: db, remote: remote) { checked, total in
+            reports.withLock { $0.append(checked) }
+            totals.withLock { _ = $0.insert(total) }
+        }
+        #expect(check.checkedFiles == 2_250)
+        #expect(reports.withLock { $0 } == Array(1...2_250))
+        #expect(totals.withLock { $0 } == [2_250])
+        let missing = (2_400..<2_500).filter { $0 % 10 != 0 }.map(GeneratedRemoteStorage.name)
+        #expect(check.findings.filter { $0.problem == .missing }.map(\.attachmentId) == missing)
+        #expect(
+            check.findings.filter { $0.problem != .missing }.map(\.problem) == [
+                .wrongSize(expected: 1, actual: Self.file(5).size)
+            ])
+    }
+
     @Test(
         "property: over random remotes, records and interruptions, only old unreferenced files of the library's are deleted, and all of them"
     )

@@ -52,6 +52,16 @@ struct AttachmentStore: Sendable {
         }
     }
 
+    /// Up to `limit` records whose ids come after `id` (from the first with `nil`), in the order of their
+    /// ids: a table read a page at a time, through the id's index.
+    func records(after id: String?, limit: Int, in tx: SqlTransaction) throws -> [AttachmentRecord] {
+        try tx.cached.getAll(
+            sql:
+                "SELECT \(AttachmentRecord.columns) FROM \(table) WHERE \(id == nil ? "1" : "id > ?") ORDER BY id LIMIT ?",
+            parameters: id.map { [$0, limit] } ?? [limit]
+        ) { try AttachmentRecord(cursor: $0) }
+    }
+
     /// Every record, oldest first.
     func records(in tx: SqlTransaction) throws -> [AttachmentRecord] {
         try records(in: tx, where: "1")
