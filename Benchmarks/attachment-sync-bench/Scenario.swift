@@ -106,6 +106,11 @@ struct Scenario: Sendable {
                 + "(target peak RSS ≤ 64 MiB)",
             run: BucketGCScenario.run),
         Scenario(
+            name: "P18",
+            summary: "gc of a prefix of 100,000 objects on the local Ceph S3 server vs s5cmd ls and rclone lsf "
+                + "(target ≤ 1.25× the faster)",
+            run: S3ListingScenario.run),
+        Scenario(
             name: "P6",
             summary: "2,000 × 64 KiB uploads to the local Ceph S3 server vs rclone copy and aws s3 sync "
                 + "(target not slower than rclone)",

@@ -373,12 +373,61 @@ extension S3RemoteStorage {
         return aborted
     }
 
-    /// An S3 timestamp: ISO 8601, with or without fractional seconds.
+    /// An S3 timestamp: ISO 8601, with or without fractional seconds. The form S3 servers send
+    /// (`2026-11-27T15:04:05.123Z`) is read directly ("Z" for UTC, up to 9 fraction digits); anything else
+    /// by `ISO8601DateFormatter`. A listing has one per object, and making a formatter costs far more than
+    /// the request per object (P18).
     static func parseTimestamp(_ text: String) -> Date? {
+        if let date = parseUTCTimestamp(text) { return date }
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         if let date = formatter.date(from: text) { return date }
         formatter.formatOptions = [.withInternetDateTime]
         return formatter.date(from: text)
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SS[.fraction]Z`, or `nil` when `text` is not exactly that (a valid date and time).
+    static func parseUTCTimestamp(_ text: String) -> Date? {
+        let bytes = Array(text.utf8)
+        guard bytes.count >= 20, bytes.count <= 30, bytes.last == UInt8(ascii: "Z"), bytes[4] == UInt8(ascii: "-"),
+            bytes[7] == UInt8(ascii: "-"), bytes[10] == UInt8(ascii: "T"), bytes[13] == UInt8(ascii: ":"),
+            bytes[16] == UInt8(ascii: ":")
+        else { return nil }
+        /// The number in `bytes[range]`, all digits, or `nil`.
+        func number(_ range: Range<Int>) -> Int? {
+            var value = 0
+            for index in range {
+                let digit = Int(bytes[index]) - 48
+                guard digit >= 0, digit <= 9 else { return nil }
+                value = value * 10 + digit
+            }
+            return value
+        }
+        guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+            let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
+            year >= 1, (1...12).contains(month), hour < 24, minute < 60, second < 60
+        else { return nil }
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+        let monthDays = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+        guard day >= 1, day <= monthDays[month - 1] else { return nil }
+        var fraction = 0.0
+        if bytes.count > 20 {
+            // ".d…dZ": 1 to 9 digits.
+            guard bytes[19] == UInt8(ascii: "."), bytes.count >= 22, bytes.count <= 30,
+                let digits = number(20..<(bytes.count - 1))
+            else { return nil }
+            var scale = 1.0
+            for _ in 20..<(bytes.count - 1) { scale *= 10 }
+            fraction = Double(digits) / scale
+        }
+        // Days from 1970-01-01 to the date (proleptic Gregorian calendar, year 0 a leap year).
+        let shifted = month <= 2 ? year - 1 : year
+        let era = shifted / 400
+        let yearOfEra = shifted - era * 400
+        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        let days = era * 146_097 + dayOfEra - 719_468
+        let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second
+        return Date(timeIntervalSince1970: Double(seconds) + fraction)
     }
 }
