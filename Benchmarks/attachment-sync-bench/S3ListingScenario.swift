@@ -16,7 +16,10 @@ enum S3ListingScenario {
     static let targetRatio = 1.25
 
     enum Side: String, CaseIterable, Sendable {
-        case gc, list, s5cmd = "s5cmd ls", rclone = "rclone lsf"
+        case gc
+        case list
+        case s5cmd = "s5cmd ls"
+        case rclone = "rclone lsf"
     }
 
     static func run(_ size: RunSize) async throws -> ScenarioReport {
