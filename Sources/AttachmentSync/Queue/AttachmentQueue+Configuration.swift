@@ -1,5 +1,7 @@
 import Foundation
 import Logging
+import Metrics
+import Tracing
 
 extension AttachmentQueue {
     /// How an ``AttachmentQueue`` behaves: where files live, how often it syncs, how many archived files it
@@ -159,6 +161,26 @@ extension AttachmentQueue {
         public var backgroundTransfers: BackgroundTransfers?
         /// The file system calls the queue makes (tests substitute one that simulates crashes).
         var files: any FileOperations = SystemFileOperations()
+        /// Where the queue reports its metrics (swift-metrics): transfers started, finished, failed and given
+        /// up by kind (`attachment_sync_transfers_started`, `…_finished`, `…_failed`, `…_given_up`, dimension
+        /// `kind`: `upload`, `download`, `delete`), bytes each way (`attachment_sync_bytes`, `direction`
+        /// `up` or `down`), the delay before each retry (`attachment_sync_retry_delay`, a timer), the
+        /// concurrency limit in force (`attachment_sync_concurrency_limit`, lowered while the remote is
+        /// overloaded) and the records by state (`attachment_sync_queue_depth`, dimension `state`, counted at
+        /// most every 10 seconds, at a sync pass).
+        ///
+        /// The metrics are made when the queue is made: bootstrap `MetricsSystem` before. Without a backend
+        /// nothing is recorded and the queue depth is never counted. The default is `nil`: the process's
+        /// `MetricsSystem.factory`.
+        public var metricsFactory: (any MetricsFactory)?
+        /// The tracer that gets a span per transfer (swift-distributed-tracing): `attachment-sync upload`,
+        /// `…download` or `…delete`, of kind client, with the attachment's id (`attachment_sync.attachment_id`),
+        /// its outcome (`attachment_sync.outcome`) and bytes, and the error of a failure. The transfer runs in
+        /// the span's context, so an instrumented HTTP client's spans are its children.
+        ///
+        /// Read when the queue is made: bootstrap `InstrumentationSystem` before. The default is `nil`: the
+        /// process's `InstrumentationSystem.tracer`; with none bootstrapped, no span is started.
+        public var tracer: (any Tracer)?
         /// Where the queue logs. The default discards everything.
         public var logger: Logger = Logger(label: "AttachmentSync.AttachmentQueue") { _ in SwiftLogNoOpLogHandler() }
 

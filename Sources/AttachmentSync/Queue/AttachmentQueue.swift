@@ -63,6 +63,10 @@ public actor AttachmentQueue {
     let timestamps: MonotonicTimestamps
     let reconciler: Reconciler
     let progressCenter: ProgressCenter
+    /// Metrics and transfer spans (``Configuration/metricsFactory``, ``Configuration/tracer``).
+    let telemetry: QueueTelemetry
+    /// When the queue depth was last counted for ``telemetry`` (milliseconds since 1970), `nil` before.
+    var depthCountedAt: Int64?
     /// The caps of ``Configuration/bandwidthLimit``, one per direction that has one.
     let throttles: TransferWorker.Throttles
     /// Commits verified downloads, in groups when several finish together.
@@ -192,6 +196,7 @@ public actor AttachmentQueue {
         self.progressCenter = ProgressCenter(
             clock: configuration.clock, interval: max(.zero, configuration.progressInterval))
         self.throttles = TransferWorker.Throttles(limit: configuration.bandwidthLimit, clock: configuration.clock)
+        self.telemetry = QueueTelemetry(factory: configuration.metricsFactory, tracer: configuration.tracer)
     }
 
     /// Creates a queue with the parameters of the PowerSync attachment helpers (a convenience over

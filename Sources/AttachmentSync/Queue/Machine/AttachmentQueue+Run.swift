@@ -48,6 +48,7 @@ extension AttachmentQueue {
             return
         }
         machine.passStarted()
+        await countDepthIfDue()
         await adoptHandOffs()
         do {
             try await trimArchive()
@@ -57,6 +58,21 @@ extension AttachmentQueue {
         }
         await run(machine.readQueued())
         perform(machine.resumeIfIdle())
+    }
+
+    /// Counts the records by state for the queue-depth metric, when a metrics backend records and the last
+    /// count is older than ``QueueTelemetry/depthInterval``. A failed count is skipped.
+    func countDepthIfDue() async {
+        guard telemetry.recordsMetrics else { return }
+        let now = wallClock.milliseconds()
+        if let last = depthCountedAt, now - last < QueueTelemetry.depthInterval.components.seconds * 1_000, now >= last
+        {
+            return
+        }
+        depthCountedAt = now
+        let store = store
+        guard let counts = try? await db.readTransaction({ tx in try store.countsByState(in: tx) }) else { return }
+        for (state, gauge) in telemetry.depth { gauge.record(counts[state] ?? 0) }
     }
 
     /// Reads the queued records the machine asked for and hands them back to it, which picks the transfers

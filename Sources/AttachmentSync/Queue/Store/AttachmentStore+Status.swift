@@ -116,6 +116,21 @@ extension AttachmentStore {
         }
     }
 
+    /// How many records are in each state (through the state index); a state that is not one is left out.
+    func countsByState(in tx: SqlTransaction) throws -> [AttachmentState: Int] {
+        var counts: [AttachmentState: Int] = [:]
+        try tx.cached.forEachRow(sql: "SELECT state, count(*) AS n FROM \(table) GROUP BY state", parameters: []) {
+            cursor in
+            if case .integer(let raw) = try cursor.getValue(name: "state"),
+                let state = Int(exactly: raw).flatMap(AttachmentState.init(rawValue:))
+            {
+                counts[state] = try cursor.getInt(name: "n")
+            }
+            return true
+        }
+        return counts
+    }
+
     /// How many records the table holds.
     func count(in tx: SqlTransaction) throws -> Int {
         try tx.cached.get(sql: "SELECT count(*) AS n FROM \(table)") { try $0.getInt(name: "n") }

@@ -119,8 +119,11 @@ extension AttachmentQueue {
     /// hands the result to every caller still waiting.
     private func startDownloadOnRequest(_ record: AttachmentRecord) {
         let worker = makeTransferWorker()
+        let telemetry = telemetry
         let task = Task {
-            let report = await worker.perform(record, onDemand: true)
+            let report = await telemetry.traced(.download, id: record.id) {
+                await worker.perform(record, onDemand: true)
+            }
             await self.downloadOnRequestFinished(record, report: report)
         }
         machine.startedOnRequest(record.id, state: record.state, handle: task)

@@ -48,8 +48,11 @@ extension AttachmentQueue {
         worker.handOff = handOffContext
         // A transfer an app raised is waited for: it runs here, at once.
         let mayHandOff = handOffContext != nil && !machine.raisedIDs.contains(record.id)
+        let telemetry = telemetry
         let task = Task {
-            let report = await worker.perform(record, mayHandOff: mayHandOff)
+            let report = await telemetry.traced(TransferKind(record.state), id: record.id) {
+                await worker.perform(record, mayHandOff: mayHandOff)
+            }
             await self.transferFinished(record, report: report)
         }
         machine.started(record.id, handle: task)
@@ -69,6 +72,8 @@ extension AttachmentQueue {
         }
         let next = machine.transferFinished(record.id, state: record.state, outcome: outcome)
         progressCenter.noteConcurrency(machine.maxConcurrentTransfers, maximum: configuration.maxConcurrentTransfers)
+        telemetry.concurrency.record(machine.maxConcurrentTransfers)
+        telemetry.record(outcome, kind: TransferKind(record.state), now: wallClock.milliseconds())
         report(outcome, of: record, kind: TransferKind(record.state))
         switch outcome {
         case .completed, .superseded, .cancelled, .handedOff:
