@@ -2,7 +2,7 @@ import AttachmentSync
 import Foundation
 
 /// A listable remote of many generated files (millions, if need be) that takes no memory per file: for
-/// tests and benchmarks of what lists whole buckets, such as ``RemoteGarbageCollector``.
+/// tests and benchmarks of what lists whole buckets, such as `RemoteGarbageCollector`.
 ///
 /// File `i` (from 0) is named ``name(_:)`` (`file-000000042.bin`), so names sort as their indexes do, and
 /// described by the closure given (size, age, stored SHA-256). Only deletes are remembered. Listing,
