@@ -36,9 +36,14 @@ struct CollectionState: Sendable {
     let queue: DatabaseQueue
     let url: URL
 
-    /// Opens (creating it) the state file at `url`.
+    /// What `meta` holds under `format` in every state file: a file without it is not one.
+    static let format = "attachment-sync gc state"
+
+    /// Opens (creating it) the state file at `url`. A file already there must be a state file: anything
+    /// else (an app's database given by mistake, say) is refused before anything is written to it.
     init(url: URL) throws {
         self.url = url
+        try Self.requireStateFile(at: url)
         var configuration = Configuration()
         configuration.label = "AttachmentSync.RemoteGarbageCollector"
         configuration.prepareDatabase { db in
@@ -55,7 +60,39 @@ struct CollectionState: Sendable {
                             kind INTEGER NOT NULL, name TEXT NOT NULL, filename TEXT, size INTEGER NOT NULL,
                             modified REAL, outcome INTEGER, PRIMARY KEY (kind, name)) WITHOUT ROWID
                         """)
+                try db.execute(
+                    sql: "INSERT OR IGNORE INTO meta (key, value) VALUES ('format', ?)", arguments: [Self.format])
             }
+        }
+    }
+
+    /// Throws unless nothing is at `url`, or an empty file, or a state file. The file is opened read-only
+    /// (SQLite may create the empty `-wal` and `-shm` companions of a WAL database, as for any reader).
+    static func requireStateFile(at url: URL) throws {
+        let path = url.path
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else { return }
+        if (attributes[.size] as? NSNumber)?.int64Value == 0, attributes[.type] as? FileAttributeType == .typeRegular {
+            return
+        }
+        var configuration = Configuration()
+        configuration.readonly = true
+        let found: String?
+        do {
+            let reader = try DatabaseQueue(path: path, configuration: configuration)
+            defer { try? reader.close() }
+            found = try reader.read { db in
+                guard try db.tableExists("meta") else { return nil }
+                return try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'format'")
+            }
+        } catch {
+            found = nil
+        }
+        guard found == format else {
+            throw AttachmentError(
+                code: .invalidConfiguration,
+                message: "\(String(reflecting: path)) is not a state file of a remote garbage collection; nothing "
+                    + "was written to it: give a new path, or one an earlier collection made",
+                path: path)
         }
     }
 

@@ -222,7 +222,29 @@ struct RemoteGarbageCollectorTests {
                     && error?.message.contains(stateFile.path) == true
             }
         }
-        let temporary = try RemoteGarbageCollector(remote: remote, databases: [db])
+        // The app's database (with a table named like the state's) or any other file given by mistake is
+        // refused before anything is written to it.
+        try await db.writeTransaction { tx in
+            try tx.execute(sql: "CREATE TABLE files (kind INTEGER, name TEXT, size INTEGER)")
+        }
+        try await db.close()
+        let notState = folder.path("notes.txt")
+        try Data("my notes".utf8).write(to: URL(fileURLWithPath: notState))
+        for path in [folder.path("app.sqlite"), notState] {
+            let before = try Data(contentsOf: URL(fileURLWithPath: path))
+            #expect {
+                _ = try RemoteGarbageCollector(
+                    remote: remote, databases: [other], grace: Self.grace, stateFile: URL(fileURLWithPath: path))
+            } throws: { error in
+                (error as? AttachmentError)?.code == .invalidConfiguration
+                    && (error as? AttachmentError)?.message.contains("is not a state file") == true
+            }
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "\(path) unchanged")
+            // Reading an SQLite file in WAL mode may create its empty `-wal` companion, as any reader does; no
+            // page is written to it.
+            #expect((try? Data(contentsOf: URL(fileURLWithPath: path + "-wal")))?.isEmpty ?? true)
+        }
+        let temporary = try RemoteGarbageCollector(remote: remote, databases: [other])
         try await temporary.plan()
         let before = try FileManager.default.contentsOfDirectory(atPath: NSTemporaryDirectory())
             .filter { $0.hasPrefix("attachment-sync-gc-") }
