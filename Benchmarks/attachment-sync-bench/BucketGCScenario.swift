@@ -39,11 +39,7 @@ enum BucketGCScenario {
             let fields = try await ChildProcess.runThisExecutable(
                 [BucketGCChild.command, mode, database, String(count)], resultPrefix: BucketGCChild.resultPrefix,
                 what: "P17 \(mode)")
-            var values: [String: Substring] = [:]
-            for field in fields {
-                let parts = field.split(separator: "=", maxSplits: 1)
-                if parts.count == 2 { values[String(parts[0])] = parts[1] }
-            }
+            let values = ChildProcess.namedValues(fields)
             guard let peak = values["peak"].flatMap({ Int64($0) }),
                 let seconds = values["seconds"].flatMap({ Double($0) })
             else { throw BenchmarkFailure("the P17 \(mode) child printed \(fields.joined(separator: " "))") }

@@ -46,6 +46,16 @@ extension ChildProcess {
         return Array(line.split(separator: " ").dropFirst())
     }
 
+    /// The `name=value` fields of a child's result line, by name (a field without `=` is left out).
+    static func namedValues(_ fields: [Substring]) -> [String: Substring] {
+        var values: [String: Substring] = [:]
+        for field in fields {
+            let parts = field.split(separator: "=", maxSplits: 1)
+            if parts.count == 2 { values[String(parts[0])] = parts[1] }
+        }
+        return values
+    }
+
     /// This executable's file.
     static func thisExecutable() -> URL {
         #if os(Linux)

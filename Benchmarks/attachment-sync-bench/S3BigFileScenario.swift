@@ -153,11 +153,7 @@ enum S3BigFileScenario {
                 [S3BigFileChild.command, mode, folder.url.path, bucket.name, key, String(size)],
                 resultPrefix: S3BigFileChild.resultPrefix, what: "P9 \(mode)")
         }
-        var values: [String: Substring] = [:]
-        for field in fields {
-            let parts = field.split(separator: "=", maxSplits: 1)
-            if parts.count == 2 { values[String(parts[0])] = parts[1] }
-        }
+        let values = ChildProcess.namedValues(fields)
         guard let peak = values["peak"].flatMap({ Int64($0) }), values["seconds"] != nil else {
             throw BenchmarkFailure("the P9 \(mode) child printed \(fields.joined(separator: " "))")
         }

@@ -141,11 +141,7 @@ enum S3EncryptedBigFileScenario {
         let fields = try await ChildProcess.runThisExecutable(
             [S3EncryptedBigFileChild.command] + arguments, resultPrefix: S3EncryptedBigFileChild.resultPrefix,
             what: what)
-        var values: [String: Substring] = [:]
-        for field in fields {
-            let parts = field.split(separator: "=", maxSplits: 1)
-            if parts.count == 2 { values[String(parts[0])] = parts[1] }
-        }
+        let values = ChildProcess.namedValues(fields)
         guard let peak = values["peak"].flatMap({ Int64($0) }), let seconds = values["seconds"].flatMap({ Double($0) }),
             let cpu = values["cpu"].flatMap({ Double($0) })
         else {
