@@ -49,8 +49,8 @@ struct CollectionState: Sendable {
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")
         }
-        queue = try LocalDatabaseError.converting { try DatabaseQueue(path: url.path, configuration: configuration) }
-        try LocalDatabaseError.converting {
+        queue = try Self.converting(url) { try DatabaseQueue(path: url.path, configuration: configuration) }
+        try Self.converting(url) {
             try queue.write { db in
                 try db.execute(
                     sql: """
@@ -96,19 +96,42 @@ struct CollectionState: Sendable {
         }
     }
 
+    /// `error` naming the state file, when it is a ``LocalDatabaseError`` that names no file: a database error
+    /// of a collection is then told apart from one of the databases it reads.
+    private func naming(_ error: any Error) -> any Error {
+        guard var error = error as? LocalDatabaseError, error.path == nil else { return error }
+        error.path = url.path
+        return error
+    }
+
+    /// Runs `body`, its GRDB errors made ``LocalDatabaseError``s naming the state file at `url`.
+    private static func converting<T>(_ url: URL, _ body: () throws -> T) throws -> T {
+        do {
+            return try LocalDatabaseError.converting(body)
+        } catch var error as LocalDatabaseError {
+            if error.path == nil { error.path = url.path }
+            throw error
+        }
+    }
+
+    /// Runs `body`, its GRDB errors made ``LocalDatabaseError``s naming the state file.
+    private func converting<T>(_ body: () throws -> T) throws -> T {
+        try Self.converting(url, body)
+    }
+
     /// Runs `body` in a read of the file on GRDB's queue, its errors made ``LocalDatabaseError``s.
     private func reading<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        do { return try await queue.read(body) } catch { throw LocalDatabaseError.wrapping(error) }
+        do { return try await queue.read(body) } catch { throw naming(LocalDatabaseError.wrapping(error)) }
     }
 
     /// Runs `body` in a write transaction of the file on GRDB's queue, its errors made ``LocalDatabaseError``s.
     private func writing<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        do { return try await queue.write(body) } catch { throw LocalDatabaseError.wrapping(error) }
+        do { return try await queue.write(body) } catch { throw naming(LocalDatabaseError.wrapping(error)) }
     }
 
     /// The value of `key` in `meta` (read synchronously: for set-up).
     func meta(_ key: String) throws -> DatabaseValue {
-        try LocalDatabaseError.converting {
+        try converting {
             try queue.read { db in
                 try DatabaseValue.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key])
             } ?? .null
@@ -143,7 +166,7 @@ struct CollectionState: Sendable {
 
     /// Sets the keys of `values` in `meta`, in one transaction (synchronously: for set-up).
     func setMetaNow(_ values: [String: DatabaseValue]) throws {
-        try LocalDatabaseError.converting { try queue.write { db in try Self.setMeta(values, in: db) } }
+        try converting { try queue.write { db in try Self.setMeta(values, in: db) } }
     }
 
     /// Sets the keys of `values` in `meta`, in one transaction.
@@ -160,7 +183,7 @@ struct CollectionState: Sendable {
     /// Adds `names` to the references (synchronously: called while a source database is read).
     func addReferences(_ names: [String]) throws {
         guard !names.isEmpty else { return }
-        try LocalDatabaseError.converting {
+        try converting {
             try queue.write { db in
                 let statement = try db.cachedStatement(sql: "INSERT OR IGNORE INTO refs (name) VALUES (?)")
                 for name in names { try statement.execute(arguments: [name]) }
