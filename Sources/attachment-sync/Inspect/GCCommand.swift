@@ -130,8 +130,11 @@ struct GCCommand: AsyncParsableCommand {
             FileHandle.standardError.write(
                 Data(
                     ("attachment-sync gc: \(StatusCommand.describe(error))"
-                        + (deleted > 0 ? " (after deleting \(deleted) files)" : "")
-                        + (state.map { "; run the same command again to continue from \($0)" } ?? "") + "\n").utf8))
+                        + (deleted > 0 ? " (\(deleted) files deleted so far)" : "")
+                        // Only once the state file holds a collection: a refused one is not continued.
+                        + (collector == nil
+                            ? "" : state.map { "; run the same command again to continue from \($0)" } ?? "")
+                        + "\n").utf8))
             throw ExitCode(1)
         }
         await remote.shutdown()

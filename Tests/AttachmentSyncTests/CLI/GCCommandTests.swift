@@ -165,6 +165,7 @@ struct GCCommandTests {
             ["gc", "--remote", remotePath, "--db", phoneDB, "--state", state, "--grace", "1d", "--apply"])
         #expect(otherGrace.status == 1)
         #expect(otherGrace.standardError.contains("graceSeconds"), "\(otherGrace.standardError)")
+        #expect(!otherGrace.standardError.contains("continue from"), "a refused state file is not to be continued")
         #expect(try Self.names(remotePath).contains("gone-1.jpg"), "a refused run deletes nothing")
 
         let applied = try await tool.run(["gc", "--remote", remotePath, "--db", phoneDB, "--state", state, "--apply"])
