@@ -36,6 +36,8 @@ struct Device: Sendable {
     ///     synced.
     ///   - maxConcurrentTransfers: The queue's bound; `nil` keeps the default (4).
     ///   - archivedCacheLimit: Archived files kept; `nil` keeps the default (100).
+    ///   - emissions: When given with `watchFileExtension`, each emission of the watch is noted in it (the
+    ///     moment the app's query had been run and mapped) before the queue gets it.
     ///   - configure: Changes the rest of the configuration.
     init(
         in folder: WorkFolder,
@@ -43,6 +45,7 @@ struct Device: Sendable {
         watchFileExtension: String? = nil,
         maxConcurrentTransfers: Int? = nil,
         archivedCacheLimit: Int64? = nil,
+        emissions: EmissionLog? = nil,
         configure: (inout AttachmentQueue.Configuration) -> Void = { _ in }
     ) throws {
         let db = try LocalDatabase(path: folder.path("app.sqlite"), schema: Self.schema)
@@ -54,7 +57,7 @@ struct Device: Sendable {
         var watch: (@Sendable () throws -> AsyncThrowingStream<[WatchedAttachmentItem], any Error>)?
         if let ext = watchFileExtension {
             watch = {
-                try db.watch(
+                let stream = try db.watch(
                     options: WatchOptions(
                         sql: "SELECT photo_id FROM checklists WHERE photo_id IS NOT NULL",
                         parameters: [],
@@ -62,6 +65,8 @@ struct Device: Sendable {
                             try WatchedAttachmentItem(id: cursor.getString(name: "photo_id"), fileExtension: ext)
                         }
                     ))
+                guard let emissions else { return stream }
+                return emissions.relay(stream)
             }
         }
         self.db = db
@@ -132,6 +137,36 @@ struct Device: Sendable {
     }
 }
 
+/// When each emission of a watch came, for a scenario that times what follows an emission.
+actor EmissionLog {
+    /// The moment of the last emission, and its item count.
+    private(set) var last: (instant: ContinuousClock.Instant, count: Int)?
+
+    /// A stream with `upstream`'s emissions, each noted here as it comes before it is passed on.
+    nonisolated func relay<Element: Sendable>(
+        _ upstream: AsyncThrowingStream<[Element], any Error>
+    ) -> AsyncThrowingStream<[Element], any Error> {
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: [Element].self)
+        let task = Task {
+            do {
+                for try await items in upstream {
+                    await note(ContinuousClock.now, count: items.count)
+                    continuation.yield(items)
+                }
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
+    private func note(_ instant: ContinuousClock.Instant, count: Int) {
+        last = (instant, count)
+    }
+}
+
 /// Runs `body`, giving up after `seconds`: returns `nil` when time ran out (and cancels `body`).
 func withDeadline<T: Sendable>(
     seconds: Double,
@@ -150,19 +185,21 @@ func withDeadline<T: Sendable>(
 
 /// Opens a ``Device``, runs `body` with it, and closes it afterwards, whether `body` throws or not. The
 /// parameters are those of
-/// ``Device/init(in:remote:watchFileExtension:maxConcurrentTransfers:archivedCacheLimit:configure:)``.
+/// ``Device/init(in:remote:watchFileExtension:maxConcurrentTransfers:archivedCacheLimit:emissions:configure:)``.
 func withDevice<T: Sendable>(
     in folder: WorkFolder,
     remote: any RemoteStorageAdapter,
     watchFileExtension: String? = nil,
     maxConcurrentTransfers: Int? = nil,
     archivedCacheLimit: Int64? = nil,
+    emissions: EmissionLog? = nil,
     configure: (inout AttachmentQueue.Configuration) -> Void = { _ in },
     _ body: (Device) async throws -> T
 ) async throws -> T {
     let device = try Device(
         in: folder, remote: remote, watchFileExtension: watchFileExtension,
-        maxConcurrentTransfers: maxConcurrentTransfers, archivedCacheLimit: archivedCacheLimit, configure: configure)
+        maxConcurrentTransfers: maxConcurrentTransfers, archivedCacheLimit: archivedCacheLimit, emissions: emissions,
+        configure: configure)
     do {
         let result = try await body(device)
         await device.close()

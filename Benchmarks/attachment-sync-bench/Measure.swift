@@ -99,3 +99,10 @@ func content(index: Int, size: Int) -> Data {
     }
     return data
 }
+
+/// A table size as a short label: `1M`, `100k`, `10k`, `500`.
+func formatSizeLabel(_ count: Int) -> String {
+    if count >= 1_000_000, count % 1_000_000 == 0 { return "\(count / 1_000_000)M" }
+    if count >= 1000, count % 1000 == 0 { return "\(count / 1000)k" }
+    return formatCount(count)
+}

@@ -14,6 +14,12 @@ if arguments.first == S3EncryptedBigFileChild.command {
 if arguments.first == BucketGCChild.command {
     exit(await BucketGCChild.main(Array(arguments.dropFirst())))
 }
+if arguments.first == ColdStartChild.command {
+    exit(await ColdStartChild.main(Array(arguments.dropFirst())))
+}
+if arguments.first == WatchReconcileChild.command {
+    exit(await WatchReconcileChild.main(Array(arguments.dropFirst())))
+}
 if arguments.first == MappedUploadsChild.command {
     exit(await MappedUploadsChild.main(Array(arguments.dropFirst())))
 }
