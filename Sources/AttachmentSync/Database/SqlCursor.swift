@@ -17,11 +17,37 @@ import GRDB
 /// ```
 public struct SqlCursor {
     let columns: SqlColumns
-    let values: [SqlValue]
+    private let source: Source
 
-    init(columns: SqlColumns, values: [SqlValue]) {
+    /// Where a row's values are read from.
+    private enum Source {
+        /// Copied out: `values[base..<base + columns.names.count]` (a watch's result set keeps all of its rows
+        /// in one array).
+        case stored([SqlValue], base: Int)
+        /// The statement's current row, read in place: only the columns a mapper asks for are converted, and
+        /// nothing is allocated per row. Valid until the statement steps again, which is after the mapper
+        /// call.
+        case statement(Row)
+    }
+
+    /// A cursor over row `values[base...]` of stored values.
+    init(columns: SqlColumns, values: [SqlValue], base: Int = 0) {
         self.columns = columns
-        self.values = values
+        self.source = .stored(values, base: base)
+    }
+
+    /// A cursor over a statement's current row.
+    init(columns: SqlColumns, row: Row) {
+        self.columns = columns
+        self.source = .statement(row)
+    }
+
+    /// The value of the column at `index` (a valid index of ``columns``).
+    private func value(at index: Int) -> SqlValue {
+        switch source {
+        case .stored(let values, let base): values[base + index]
+        case .statement(let row): SqlValue(row[index] as DatabaseValue)
+        }
     }
 
     /// The names of the row's columns, in the order the query selects them.
@@ -40,7 +66,7 @@ public struct SqlCursor {
                 name: name
             )
         }
-        return values[index]
+        return value(at: index)
     }
 
     /// The `TEXT` value of a column.
@@ -150,13 +176,23 @@ final class SqlColumns: Sendable, Equatable {
     static func == (lhs: SqlColumns, rhs: SqlColumns) -> Bool { lhs.names == rhs.names }
 }
 
-/// A whole result set as plain values: what a watch compares and hands across tasks.
+/// A whole result set as plain values: what a watch compares and hands across tasks. The rows' values are
+/// kept one after the other in one array (row `r`'s column `c` at `r * width + c`): a watch of a million rows
+/// holds one allocation, not a million.
 struct SqlResultSet: Sendable, Equatable {
     let columns: SqlColumns
-    let rows: [[SqlValue]]
+    /// Every row's values, row after row.
+    let values: [SqlValue]
+    let rowCount: Int
 
     func map<T>(_ mapper: (SqlCursor) throws -> T) rethrows -> [T] {
-        try rows.map { try mapper(SqlCursor(columns: columns, values: $0)) }
+        let width = columns.names.count
+        var mapped: [T] = []
+        mapped.reserveCapacity(rowCount)
+        for row in 0..<rowCount {
+            mapped.append(try mapper(SqlCursor(columns: columns, values: values, base: row * width)))
+        }
+        return mapped
     }
 }
 
@@ -168,10 +204,9 @@ extension SqlTransaction {
             let columns = SqlColumns(statement.columnNames)
             let rows = try Row.fetchCursor(statement, arguments: StatementArguments(parameters))
             while let row = try rows.next() {
-                let values = Array(row.databaseValues.lazy.map(SqlValue.init))
                 // Errors thrown by `body` (a caller's mapper) must pass through unconverted; they are not
                 // GRDB's, so `converting` leaves them as they are.
-                guard try body(SqlCursor(columns: columns, values: values)) else { return }
+                guard try body(SqlCursor(columns: columns, row: row)) else { return }
             }
         }
     }
@@ -182,10 +217,12 @@ extension SqlTransaction {
         let statement = try caching ? db.cachedStatement(sql: sql) : db.makeStatement(sql: sql)
         let columns = SqlColumns(statement.columnNames)
         let rows = try Row.fetchCursor(statement, arguments: arguments)
-        var values: [[SqlValue]] = []
+        var values: [SqlValue] = []
+        var rowCount = 0
         while let row = try rows.next() {
-            values.append(Array(row.databaseValues.lazy.map(SqlValue.init)))
+            for value in row.databaseValues { values.append(SqlValue(value)) }
+            rowCount += 1
         }
-        return SqlResultSet(columns: columns, rows: values)
+        return SqlResultSet(columns: columns, values: values, rowCount: rowCount)
     }
 }

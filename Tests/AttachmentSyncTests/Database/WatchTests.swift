@@ -38,6 +38,48 @@ struct WatchTests {
         #expect(deleted == ["second"])
     }
 
+    @Test("each row of a result of many columns and rows maps to its own values, and getAll reads the same")
+    func rowsOfManyColumnsMapToTheirOwnValues() async throws {
+        let db = try LocalDatabase.inMemory(schema: Self.schema)
+        defer { try? db.close() }
+        // Values of every storage class, different in every row and column, so a row read at another row's
+        // offset (or a column at another column's) shows.
+        for row in 0..<50 {
+            try await db.execute(
+                sql: "INSERT INTO watched (id, name) VALUES (?, ?)",
+                parameters: [String(format: "%03d", row), row % 7 == 0 ? nil : "name \(row)"])
+        }
+        let sql = """
+            SELECT id, name, CAST(id AS INTEGER) * 3 AS n, CAST(id AS INTEGER) / 4.0 AS r,
+                   CAST(id AS BLOB) AS b FROM watched ORDER BY id
+            """
+        struct Mapped: Equatable, Sendable {
+            var id: String
+            var name: String?
+            var n: Int
+            var r: Double
+            var b: Data
+        }
+        let mapper: @Sendable (SqlCursor) throws -> Mapped = { cursor in
+            // Read out of order, and one column twice.
+            let r = try cursor.getDouble(name: "r")
+            let b = try cursor.getData(name: "b")
+            let id = try cursor.getString(name: "id")
+            guard try cursor.getString(name: "ID") == id else { throw CancellationError() }
+            return Mapped(
+                id: id, name: try cursor.getStringOptional(name: "name"), n: try cursor.getInt(name: "n"), r: r, b: b)
+        }
+        let expected = (0..<50).map { row in
+            Mapped(
+                id: String(format: "%03d", row), name: row % 7 == 0 ? nil : "name \(row)", n: row * 3,
+                r: Double(row) / 4, b: Data(String(format: "%03d", row).utf8))
+        }
+        let stream = try db.watch(sql: sql, parameters: [], mapper: mapper)
+        let watched = try await withDeadline("the initial result") { try await stream.first { _ in true } }
+        #expect(watched == expected)
+        #expect(try await db.getAll(sql: sql, parameters: [], mapper: mapper) == expected)
+    }
+
     @Test("writes to another table never re-run the query", arguments: [true, false])
     func ignoresOtherTables(onFile: Bool) async throws {
         let folder = try TemporaryDirectory()
