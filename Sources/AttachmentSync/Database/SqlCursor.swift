@@ -27,7 +27,7 @@ public struct SqlCursor {
         /// The statement's current row, read in place: only the columns a mapper asks for are converted, and
         /// nothing is allocated per row. Valid until the statement steps again, which is after the mapper
         /// call.
-        case statement(Row)
+        case statement(SQLiteStatement)
     }
 
     /// A cursor over row `values[base...]` of stored values.
@@ -36,17 +36,18 @@ public struct SqlCursor {
         self.source = .stored(values, base: base)
     }
 
-    /// A cursor over a statement's current row.
-    init(columns: SqlColumns, row: Row) {
+    /// A cursor over the current row of a statement that has just stepped to it.
+    init(columns: SqlColumns, statement: SQLiteStatement) {
         self.columns = columns
-        self.source = .statement(row)
+        self.source = .statement(statement)
     }
 
-    /// The value of the column at `index` (a valid index of ``columns``).
-    private func value(at index: Int) -> SqlValue {
+    /// The value of the column at `index`, which must be a valid index of ``columns``: for the library's own
+    /// reads of a query whose columns it wrote, so it need not look names up for every row.
+    func value(at index: Int) -> SqlValue {
         switch source {
         case .stored(let values, let base): values[base + index]
-        case .statement(let row): SqlValue(row[index] as DatabaseValue)
+        case .statement(let statement): SqlValue(DatabaseValue(sqliteStatement: statement, index: CInt(index)))
         }
     }
 
@@ -203,10 +204,11 @@ extension SqlTransaction {
             let statement = try caching ? db.cachedStatement(sql: sql) : db.makeStatement(sql: sql)
             let columns = SqlColumns(statement.columnNames)
             let rows = try Row.fetchCursor(statement, arguments: StatementArguments(parameters))
-            while let row = try rows.next() {
+            let handle = statement.sqliteStatement
+            while try rows.next() != nil {
                 // Errors thrown by `body` (a caller's mapper) must pass through unconverted; they are not
                 // GRDB's, so `converting` leaves them as they are.
-                guard try body(SqlCursor(columns: columns, row: row)) else { return }
+                guard try body(SqlCursor(columns: columns, statement: handle)) else { return }
             }
         }
     }
@@ -217,10 +219,12 @@ extension SqlTransaction {
         let statement = try caching ? db.cachedStatement(sql: sql) : db.makeStatement(sql: sql)
         let columns = SqlColumns(statement.columnNames)
         let rows = try Row.fetchCursor(statement, arguments: arguments)
+        let handle = statement.sqliteStatement
+        let width = CInt(columns.names.count)
         var values: [SqlValue] = []
         var rowCount = 0
-        while let row = try rows.next() {
-            for value in row.databaseValues { values.append(SqlValue(value)) }
+        while try rows.next() != nil {
+            for index in 0..<width { values.append(SqlValue(DatabaseValue(sqliteStatement: handle, index: index))) }
             rowCount += 1
         }
         return SqlResultSet(columns: columns, values: values, rowCount: rowCount)

@@ -82,23 +82,24 @@ public struct AttachmentTableReport: Sendable {
         }
         let store = AttachmentStore(table: table)
         let limit = max(0, largest)
-        let (count, rows, records, invalid) = try await db.readTransaction { tx in
+        // One scan of the table sums it and finds the outliers; the retries and give-ups come through indexes.
+        let (scan, lists, records) = try await db.readTransaction { tx in
             try store.checkTable(in: tx)
-            return (
-                try store.count(in: tx),
-                try tx.getAll(sql: store.statusSQL) { try AttachmentStore.statusRow($0) },
-                try store.largest(limit: limit, in: tx),
-                try store.invalidSizes(limit: invalidSizesListed, in: tx)
-            )
+            let scan = try store.statusScan(largest: limit, invalidLimit: invalidSizesListed, in: tx)
+            let lists = try tx.getAll(sql: store.statusListsSQL) { try AttachmentStore.statusRow($0) }
+            let found = Dictionary(
+                try store.records(ids: Set(scan.largestIds), in: tx).map { ($0.id, $0) },
+                uniquingKeysWith: { first, _ in first })
+            return (scan, lists, scan.largestIds.compactMap { found[$0] })
         }
         return AttachmentTableReport(
-            table: table, recordCount: count,
-            status: AttachmentQueue.snapshot(rows, progress: nil, budget: maxCacheBytes),
+            table: table, recordCount: scan.recordCount,
+            status: AttachmentQueue.snapshot(scan.rows + lists, progress: nil, budget: maxCacheBytes),
             largest: records.map {
                 Entry(
                     id: $0.id, filename: $0.filename, state: $0.state, size: $0.size,
                     contentAvailable: $0.localPath != nil, isLocalOnly: $0.isLocalOnly)
             },
-            invalidSizes: invalid.map { InvalidSize(id: $0.id, state: $0.state, size: $0.size) })
+            invalidSizes: scan.invalidSizes.map { InvalidSize(id: $0.id, state: $0.state, size: $0.size) })
     }
 }

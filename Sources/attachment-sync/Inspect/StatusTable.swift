@@ -128,7 +128,8 @@ struct StatusTable {
     }
 
     static func date(_ date: Date) -> String {
-        ISO8601DateFormatter().string(from: date)
+        // A format style, not an `ISO8601DateFormatter` made for every row: a thousand retries took 0.3 s.
+        date.formatted(.iso8601)
     }
 
     /// A text on one line, at most `limit` characters (an error message, a value from the table).

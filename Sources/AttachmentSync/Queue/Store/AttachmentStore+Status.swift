@@ -35,20 +35,30 @@ extension AttachmentStore {
                    NULL AS net, NULL AS lfs, NULL AS kua
             FROM \(table) GROUP BY state
             UNION ALL
-            SELECT 1, state, NULL, NULL, coalesce(awaiting_upload, 0), id, attempts, next_attempt_at, last_error,
-                   connectivity_failure, local_unavailable, key_unavailable
-            FROM \(table) WHERE next_attempt_at IS NOT NULL AND state IN \(StateSet.queuedSQL)
-            UNION ALL
-            SELECT 2, given_up, NULL, NULL, 0, id, attempts,
-                   CASE WHEN local_uri IS NOT NULL AND coalesce(has_synced, 0) = 0 THEN 1 ELSE 0 END, last_error, NULL, NULL, NULL
-            FROM \(table) WHERE given_up IS NOT NULL AND state = \(AttachmentState.archived.rawValue)
-            UNION ALL
             SELECT 3, \(AttachmentState.queuedUpload.rawValue), count(*), CAST(total(\(size)) AS INTEGER), 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL
             FROM \(table) WHERE local_uri IS NOT NULL AND coalesce(has_synced, 0) = 0 AND state IN \(StateSet.sql([.queuedUpload, .archived]))
             UNION ALL
             SELECT 4, 0, count(*), CAST(total(\(size)) AS INTEGER), 0, class, NULL, NULL, NULL, NULL, NULL, NULL
             FROM (SELECT size, \(Self.cacheClassSQL) AS class FROM \(table) WHERE local_uri IS NOT NULL) GROUP BY class
-            """ + handedOffStatusSQL
+            UNION ALL
+
+            """ + statusListsSQL
+    }
+
+    /// The status query's rows that list records rather than sum them (kinds 1 and 2, and the totals of
+    /// transfers handed off), each read through an index; ``statusScan(largest:invalidLimit:in:)`` sums the
+    /// rest in one pass.
+    var statusListsSQL: String {
+        """
+        SELECT 1 AS kind, state, NULL AS n, NULL AS bytes, coalesce(awaiting_upload, 0) AS local, id, attempts,
+               next_attempt_at AS next, last_error AS err, connectivity_failure AS net, local_unavailable AS lfs,
+               key_unavailable AS kua
+        FROM \(table) WHERE next_attempt_at IS NOT NULL AND state IN \(StateSet.queuedSQL)
+        UNION ALL
+        SELECT 2, given_up, NULL, NULL, 0, id, attempts,
+               CASE WHEN local_uri IS NOT NULL AND coalesce(has_synced, 0) = 0 THEN 1 ELSE 0 END, last_error, NULL, NULL, NULL
+        FROM \(table) WHERE given_up IS NOT NULL AND state = \(AttachmentState.archived.rawValue)
+        """ + handedOffStatusSQL
     }
 
     /// The status query's rows of transfers handed to a background service (totals by the attachment's
@@ -84,35 +94,6 @@ extension AttachmentStore {
                 message: "table \(String(reflecting: table)) lacks the attachment columns "
                     + missing.joined(separator: ", ") + "; declare it with createAttachmentTable(name:)",
                 name: table)
-        }
-    }
-
-    /// The `limit` records with the most bytes, largest first.
-    func largest(limit: Int, in tx: SqlTransaction) throws -> [AttachmentRecord] {
-        try tx.cached.getAll(
-            sql:
-                "SELECT \(AttachmentRecord.columns) FROM \(table) WHERE \(Self.countedSizeSQL) IS NOT NULL "
-                + "ORDER BY size DESC, id LIMIT ?",
-            parameters: [limit]
-        ) { try AttachmentRecord(cursor: $0) }
-    }
-
-    /// Up to `limit` records whose size is not a byte count (``invalidSizeSQL``), by id: their id, state
-    /// (`nil` when it is not one) and size as stored.
-    func invalidSizes(limit: Int, in tx: SqlTransaction) throws -> [(
-        id: String, state: AttachmentState?, size: SqlValue
-    )] {
-        try tx.cached.getAll(
-            sql: "SELECT id, state, size FROM \(table) WHERE \(Self.invalidSizeSQL) ORDER BY id LIMIT ?",
-            parameters: [limit]
-        ) { cursor in
-            var state: AttachmentState?
-            if case .integer(let raw) = try cursor.getValue(name: "state") {
-                state = Int(exactly: raw).flatMap(AttachmentState.init(rawValue:))
-            }
-            let id = try cursor.getValue(name: "id")
-            if case .text(let text) = id { return (id: text, state: state, size: try cursor.getValue(name: "size")) }
-            return (id: id.description, state: state, size: try cursor.getValue(name: "size"))
         }
     }
 
