@@ -55,9 +55,11 @@ enum Memory {
         return (try? handle.write(contentsOf: Data("5".utf8))) != nil
     }
 
-    /// A `kB` field of `/proc/self/status`, or `nil` when there is no such file or field.
-    private static func procStatusKiB(_ field: String) -> Int64? {
-        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }
+    /// A `kB` field of `/proc/<pid>/status` (by default this process's), or `nil` when there is no such file or
+    /// field (not Linux, or the process has ended).
+    static func procStatusKiB(_ field: String, pid: Int32? = nil) -> Int64? {
+        let path = "/proc/\(pid.map(String.init) ?? "self")/status"
+        guard let status = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
         for line in status.split(separator: "\n") where line.hasPrefix(field + ":") {
             let digits = line.dropFirst(field.count + 1).filter(\.isNumber)
             return Int64(String(digits))

@@ -11,7 +11,8 @@ import TestSupport
 /// deletes, sizes from 1 KB to 5 MB. Timed: the release build of the `attachment-sync` executable, from
 /// this executable's folder, run as a process on the database, three times with its table and three with
 /// `--json`, each from the launch until it exits (its output discarded); the figure is the slower of the
-/// two medians. Its peak resident set is the child's, as `wait4` reports it. Checked: each run exits with 0
+/// two medians. Its peak resident set is the child's `VmHWM`, read from `/proc/<pid>/status` every
+/// 2 ms while it runs. Checked: each run exits with 0
 /// and, once, the JSON counts equal what was inserted. For comparison, the floor: one `count(*)` and
 /// `total(size)` by state, read with `LocalDatabase` in this process.
 enum StatusScenario {
@@ -142,12 +143,24 @@ enum StatusScenario {
         } catch {
             throw BenchmarkFailure("cannot start attachment-sync status: \(error)")
         }
+        // The child's own peak, read from its /proc status while it runs (`VmHWM` only grows). Not `wait4`'s
+        // `ru_maxrss`: a child started with `posix_spawn` (a `vfork`) carries this process's peak in it.
+        let sampler = Task {
+            var peak: Int64 = 0
+            while !Task.isCancelled {
+                if let kibibytes = Memory.procStatusKiB("VmHWM", pid: child.pid) { peak = max(peak, kibibytes * 1024) }
+                try? await Task.sleep(for: .milliseconds(2))
+            }
+            return peak
+        }
         let termination = try await child.wait(seconds: 300)
         let elapsed = clock.now - start
+        sampler.cancel()
+        let peak = await sampler.value
         guard termination == .exited(0) else {
             throw BenchmarkFailure("attachment-sync status \(termination): \(child.capturedError)")
         }
-        guard let peak = child.peakResidentBytes else { throw BenchmarkFailure("no peak RSS for the status run") }
+        guard peak > 0 else { throw BenchmarkFailure("could not read the status run's peak RSS") }
         return (elapsed, peak, capture ? child.capturedOutput : nil)
     }
 

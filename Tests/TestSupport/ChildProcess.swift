@@ -72,8 +72,6 @@ package final class ChildProcess: @unchecked Sendable {
 
     private let condition = NSCondition()
     private var termination: Swift.Result<Termination, ChildProcessError>?
-    /// The child's peak resident set size in bytes, from `wait4` once it is reaped.
-    private var reapedPeakResidentBytes: Int64?
     /// Captured streams not yet read to their end.
     private var openPipes = 0
     private var captured: [Int32: [UInt8]] = [:]
@@ -157,12 +155,6 @@ package final class ChildProcess: @unchecked Sendable {
         locked { termination == nil && sendSignal(pid, signal) == 0 }
     }
 
-    /// The child's peak resident set size in bytes (`ru_maxrss` as `wait4` reports it), once it has ended;
-    /// `nil` before.
-    package var peakResidentBytes: Int64? {
-        locked { reapedPeakResidentBytes }
-    }
-
     /// Sends `SIGKILL` to the child, unless it has ended already. Returns at once: ``wait()`` for the end.
     package func kill() {
         send(SIGKILL)
@@ -229,18 +221,12 @@ package final class ChildProcess: @unchecked Sendable {
         let ready: [CheckedContinuation<Termination, any Error>] = locked {
             var status: Int32 = 0
             var reaped: pid_t = -1
-            var usage = rusage()
             if waited == 0 {
                 repeat {
-                    reaped = wait4(pid, &status, 0, &usage)
+                    reaped = waitpid(pid, &status, 0)
                 } while reaped == -1 && errno == EINTR
             }
             if reaped == pid {
-                #if canImport(Darwin)
-                    reapedPeakResidentBytes = Int64(usage.ru_maxrss)  // bytes on Apple platforms
-                #else
-                    reapedPeakResidentBytes = Int64(usage.ru_maxrss) * 1024  // kibibytes on Linux
-                #endif
                 // The encoding of `wait` statuses: the low 7 bits are the signal (0 for an exit), the next 8 the
                 // exit status (WIFEXITED, WEXITSTATUS, WTERMSIG; the same on Linux and Apple platforms).
                 let signal = status & 0x7f
