@@ -65,9 +65,28 @@ extension LocalDatabase {
             // A DatabasePool can deliver its first value twice; equal results carry no news either.
             .removeDuplicates()
             .map { resultSet in try resultSet.map(mapper) }
+        return try start(observation, describedBy: sql)
+    }
 
+    /// Watches what `fetch` reads: the returned stream yields its value first, then a fresh one after every
+    /// committed transaction that changes a table (or column) it read. For the library's own reads that are
+    /// more than one query (the status's scan), with the cached statements of each reading connection.
+    /// `description` names the read in errors.
+    func watch<Value: Sendable>(
+        describedBy description: String, _ fetch: @escaping @Sendable (SqlTransaction) throws -> Value
+    ) throws -> AsyncThrowingStream<Value, any Error> {
+        try ensureOpen()
+        return try start(
+            ValueObservation.tracking { db in try fetch(SqlTransaction(db, caching: true)) },
+            describedBy: description)
+    }
+
+    /// Starts `observation` and registers it, so that `close()` ends its stream.
+    private func start<Reducer: ValueReducer>(
+        _ observation: ValueObservation<Reducer>, describedBy sql: String
+    ) throws -> AsyncThrowingStream<Reducer.Value, any Error> where Reducer.Value: Sendable {
         let (stream, continuation) = AsyncThrowingStream.makeStream(
-            of: [RowType].self,
+            of: Reducer.Value.self,
             throwing: (any Error).self,
             bufferingPolicy: .bufferingNewest(1)
         )
@@ -75,7 +94,7 @@ extension LocalDatabase {
             in: writer,
             scheduling: .async(onQueue: watchQueue),
             onError: { error in continuation.finish(throwing: LocalDatabaseError.wrapping(error, sql: sql)) },
-            onChange: { rows in continuation.yield(rows) }
+            onChange: { value in continuation.yield(value) }
         )
         let id = state.withLock { state -> Int? in
             guard !state.isClosed else { return nil }

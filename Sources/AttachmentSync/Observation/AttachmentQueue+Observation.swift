@@ -75,7 +75,7 @@ extension AttachmentQueue {
         let (stream, continuation) = AsyncStream.makeStream(
             of: QueueStatus.self, bufferingPolicy: .bufferingNewest(1))
         let db = db
-        let statusSQL = store.statusSQL
+        let store = store
         let progress = progressCenter
         let budget = configuration.maxCacheBytes
         let bandwidthLimit = configuration.bandwidthLimit
@@ -85,7 +85,10 @@ extension AttachmentQueue {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
                     do {
-                        let rows = try db.watch(sql: statusSQL) { try AttachmentStore.statusRow($0) }
+                        // One scan of the table and the indexed lists, read again after each commit to it.
+                        let rows = try db.watch(describedBy: "the attachments table's status") { tx in
+                            try store.statusRows(in: tx)
+                        }
                         for try await value in rows {
                             latestRows.withLock { $0 = value }
                             changed.yield()

@@ -4,12 +4,35 @@ import Testing
 
 @testable import AttachmentSync
 
-/// `AttachmentTableReport` sums the table in one scan; the status query (`statusSQL`, which the queue's
-/// status watch still runs) and the SQL of the largest and invalid-size lists are the oracle. Random tables
-/// with hostile values in every column the report reads must give the same report both ways.
+/// The status (the queue's and `AttachmentTableReport`'s) sums the table in one scan; the queries it
+/// replaced are the oracle: the status query below (what the library ran until 2026-11-27) and the SQL of the
+/// largest and invalid-size lists. Random tables with hostile values in every column the status reads must
+/// give the same status both ways.
 @Suite("the status scan agrees with the status queries")
 struct StatusScanTests {
     static let schema = Schema(tables: [createAttachmentTable()])
+
+    /// The status in one query: `GROUP BY` for the sums, the indexed lists after them.
+    static func statusSQL(_ store: AttachmentStore) -> String {
+        let size = AttachmentStore.countedSizeSQL
+        let table = store.table
+        return """
+            SELECT 0 AS kind, state, count(*) AS n, CAST(total(\(size)) AS INTEGER) AS bytes,
+                   CAST(total(CASE WHEN local_uri IS NOT NULL THEN \(size) END) AS INTEGER) AS local,
+                   NULL AS id, count(*) - count(size) AS attempts, count(size) - count(\(size)) AS next, NULL AS err,
+                   NULL AS net, NULL AS lfs, NULL AS kua
+            FROM \(table) GROUP BY state
+            UNION ALL
+            SELECT 3, 1, count(*), CAST(total(\(size)) AS INTEGER), 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+            FROM \(table) WHERE local_uri IS NOT NULL AND coalesce(has_synced, 0) = 0 AND state IN (1, 4)
+            UNION ALL
+            SELECT 4, 0, count(*), CAST(total(\(size)) AS INTEGER), 0, class, NULL, NULL, NULL, NULL, NULL, NULL
+            FROM (SELECT size, \(AttachmentStore.cacheClassSQL) AS class FROM \(table) WHERE local_uri IS NOT NULL)
+            GROUP BY class
+            UNION ALL
+
+            """ + store.statusListsSQL
+    }
 
     /// Values of any storage class, weighted towards the ones that decide something.
     static func pick(_ values: [SqlValue], _ random: inout SplitMix64) -> SqlValue {
@@ -68,20 +91,22 @@ struct StatusScanTests {
             let largest = Int(random.next() % 6)
             let budget: Int64? = random.next() % 2 == 0 ? nil : 150
             // The report's reads, without its look-up of the largest records (which reads whole records and
-            // refuses a state that is not one, as it did before the scan).
+            // refuses a state that is not one, as it did before the scan); and the queue's.
             let store = AttachmentStore(table: "attachments")
-            let (scan, lists) = try await db.readTransaction { tx in
+            let (scan, lists, queueRows) = try await db.readTransaction { tx in
                 (
                     try store.statusScan(
                         largest: largest, invalidLimit: AttachmentTableReport.invalidSizesListed, in: tx),
-                    try tx.getAll(sql: store.statusListsSQL) { try AttachmentStore.statusRow($0) }
+                    try tx.getAll(sql: store.statusListsSQL) { try AttachmentStore.statusRow($0) },
+                    try store.statusRows(in: tx)
                 )
             }
             let status = AttachmentQueue.snapshot(scan.rows + lists, progress: nil, budget: budget)
+            let queueStatus = AttachmentQueue.snapshot(queueRows, progress: nil, budget: budget)
 
             let (rows, largestIds, invalid, total) = try await db.readTransaction { tx in
                 (
-                    try tx.getAll(sql: store.statusSQL) { try AttachmentStore.statusRow($0) },
+                    try tx.getAll(sql: Self.statusSQL(store)) { try AttachmentStore.statusRow($0) },
                     try tx.getAll(
                         sql: "SELECT id FROM attachments WHERE \(AttachmentStore.countedSizeSQL) IS NOT NULL "
                             + "ORDER BY size DESC, id LIMIT ?", parameters: [largest]
@@ -102,6 +127,10 @@ struct StatusScanTests {
             #expect(status.cache == expected.cache, "\(context)")
             #expect(status.waitingForRetry == expected.waitingForRetry, "\(context)")
             #expect(status.givenUp == expected.givenUp, "\(context)")
+            #expect(queueStatus.states == expected.states, "\(context)")
+            #expect(queueStatus.cache == expected.cache, "\(context)")
+            #expect(queueStatus.localOnly == expected.localOnly, "\(context)")
+            #expect(queueStatus.waitingForRetry == expected.waitingForRetry, "\(context)")
             #expect(scan.largestIds == largestIds, "\(context)")
             #expect(scan.invalidSizes.map(\.id) == invalid.map(\.0), "\(context)")
             #expect(scan.invalidSizes.map(\.size) == invalid.map(\.1), "\(context)")

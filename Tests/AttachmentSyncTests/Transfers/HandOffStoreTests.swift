@@ -98,7 +98,7 @@ struct HandOffStoreTests {
             )
         }
         let status = AttachmentQueue.snapshot(
-            try await db.getAll(sql: store.statusSQL) { try AttachmentStore.statusRow($0) }, progress: nil, budget: nil)
+            try await db.readTransaction { tx in try store.statusRows(in: tx) }, progress: nil, budget: nil)
         #expect(status.handedOff[.queuedUpload]?.count == 1)
         #expect(status.handedOff[.queuedDownload]?.count == 1)
         #expect(status.count(.queuedUpload) == 2, "handed-off attachments stay queued")

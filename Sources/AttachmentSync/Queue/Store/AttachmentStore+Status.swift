@@ -22,32 +22,11 @@ extension AttachmentStore {
     /// Whether a record's size is there but not a byte count (see ``countedSizeSQL``).
     static let invalidSizeSQL = "(size IS NOT NULL AND \(countedSizeSQL) IS NULL)"
 
-    /// The status snapshot's query, one row per kind: 0 totals by state (the records of unknown size in
-    /// `attempts`, of an invalid size in `next`), 1 a transfer waiting for its retry, 2 a given-up transfer,
-    /// 3 the content never uploaded, 4 local bytes by ``CachePolicy/Class`` (its name in `id`).
-    /// `QueueStatus` reads the rows. Every sum counts valid sizes only (``countedSizeSQL``) and saturates.
-    var statusSQL: String {
-        let size = Self.countedSizeSQL
-        return """
-            SELECT 0 AS kind, state, count(*) AS n, CAST(total(\(size)) AS INTEGER) AS bytes,
-                   CAST(total(CASE WHEN local_uri IS NOT NULL THEN \(size) END) AS INTEGER) AS local,
-                   NULL AS id, count(*) - count(size) AS attempts, count(size) - count(\(size)) AS next, NULL AS err,
-                   NULL AS net, NULL AS lfs, NULL AS kua
-            FROM \(table) GROUP BY state
-            UNION ALL
-            SELECT 3, \(AttachmentState.queuedUpload.rawValue), count(*), CAST(total(\(size)) AS INTEGER), 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-            FROM \(table) WHERE local_uri IS NOT NULL AND coalesce(has_synced, 0) = 0 AND state IN \(StateSet.sql([.queuedUpload, .archived]))
-            UNION ALL
-            SELECT 4, 0, count(*), CAST(total(\(size)) AS INTEGER), 0, class, NULL, NULL, NULL, NULL, NULL, NULL
-            FROM (SELECT size, \(Self.cacheClassSQL) AS class FROM \(table) WHERE local_uri IS NOT NULL) GROUP BY class
-            UNION ALL
-
-            """ + statusListsSQL
-    }
-
-    /// The status query's rows that list records rather than sum them (kinds 1 and 2, and the totals of
-    /// transfers handed off), each read through an index; ``statusScan(largest:invalidLimit:in:)`` sums the
-    /// rest in one pass.
+    /// The status rows that list records rather than sum them, each read through an index: kind 1 a transfer
+    /// waiting for its retry, kind 2 a given-up transfer, kind 5 the totals of transfers handed off (by
+    /// state). ``statusScan(largest:invalidLimit:in:)`` makes the rows of the sums: kind 0 totals by state
+    /// (the records of unknown size in `attempts`, of an invalid size in `next`), 3 the content never
+    /// uploaded, 4 local bytes by ``CachePolicy/Class`` (its name in `id`). `QueueStatus` reads them all.
     var statusListsSQL: String {
         """
         SELECT 1 AS kind, state, NULL AS n, NULL AS bytes, coalesce(awaiting_upload, 0) AS local, id, attempts,
@@ -61,7 +40,7 @@ extension AttachmentStore {
         """ + handedOffStatusSQL
     }
 
-    /// The status query's rows of transfers handed to a background service (totals by the attachment's
+    /// The status rows of transfers handed to a background service (totals by the attachment's
     /// state), when the queue hands transfers off.
     private var handedOffStatusSQL: String {
         guard let scope = handOffScope else { return "" }

@@ -1,9 +1,9 @@
 import Foundation
 
-/// The rows of the status query (``AttachmentStore/statusSQL``), read into values: the only place that
+/// The rows of the status lists (``AttachmentStore/statusListsSQL``), read into values: the only place that
 /// knows the query's column names.
 extension AttachmentStore {
-    /// One row of the status query: totals of a state, or one attachment waiting for a retry.
+    /// One status row: totals of a state, or one attachment waiting for a retry (the scan makes the totals).
     struct StatusRow: Sendable {
         var state: AttachmentState
         var totals: QueueStatus.Totals?

@@ -1,8 +1,8 @@
-/// The table's totals in one pass: what ``AttachmentStore/statusSQL``'s sums and the report's outliers
-/// (largest attachments, invalid sizes) say, read with one scan of the table instead of one query each.
+/// The table's totals in one pass: the status's sums and the report's outliers (largest attachments, invalid
+/// sizes), read with one scan of the table instead of one query each.
 ///
 /// SQLite's `GROUP BY` over a table without a fitting index sorts every row first, and the state index
-/// makes it look each row up by rowid; the five queries over 1,000,000 records took 1.5 s. The predicates
+/// makes it look each row up by rowid; the five queries this replaced took 1.5 s over 1,000,000 records. The predicates
 /// stay SQL (``AttachmentStore/cacheClassSQL``, the local-only condition), so hostile values of the flag
 /// columns are judged exactly as the queries judge them; sizes are judged as
 /// ``AttachmentStore/countedSizeSQL`` does (an integer of at least 0), and sums saturate at `Int64.max` as
@@ -10,8 +10,8 @@
 extension AttachmentStore {
     /// What one scan found.
     struct StatusScan: Sendable {
-        /// The status rows of kinds 0 (totals by state), 3 (never uploaded) and 4 (local bytes by cache class),
-        /// as ``statusRow(_:)`` reads them from ``statusSQL``.
+        /// The status rows of kinds 0 (totals by state), 3 (never uploaded) and 4 (local bytes by cache class)
+        /// (see ``statusListsSQL`` for the kinds).
         var rows: [StatusRow]
         /// How many records the table holds.
         var recordCount: Int
@@ -26,7 +26,7 @@ extension AttachmentStore {
     /// records of an invalid size.
     ///
     /// - Throws: The database's errors; a ``LocalDatabaseError`` naming `state` for a record whose state is
-    ///   not an integer (as the status query's totals do).
+    ///   not an integer.
     func statusScan(largest: Int, invalidLimit: Int, in tx: SqlTransaction) throws -> StatusScan {
         // The columns below by position, read by index rather than by name for each of a million rows.
         let idColumn = 0
@@ -120,6 +120,13 @@ extension AttachmentStore {
             invalidSizes: invalid.ids.compactMap { id in
                 invalidDetails[id].map { (id: id, state: $0.0, size: $0.1) }
             })
+    }
+
+    /// Every status row: the sums of one scan, then the retries, give-ups and hand-offs through their
+    /// indexes.
+    func statusRows(in tx: SqlTransaction) throws -> [StatusRow] {
+        try statusScan(largest: 0, invalidLimit: 0, in: tx).rows
+            + tx.cached.getAll(sql: statusListsSQL) { try AttachmentStore.statusRow($0) }
     }
 
     /// An id as the reports show it: its text, or the description of a value of another type.
