@@ -29,6 +29,7 @@ public struct LocalDatabaseError: Error, Sendable, CustomStringConvertible, Loca
             case typeMismatch
             case noRows
             case closed
+            case cursorExpired
         }
 
         private let value: Value
@@ -57,6 +58,9 @@ public struct LocalDatabaseError: Error, Sendable, CustomStringConvertible, Loca
         public static let noRows = Code(.noRows)
         /// The database was closed with `LocalDatabase.close()`.
         public static let closed = Code(.closed)
+        /// A ``SqlCursor`` was read after the mapper call it was passed to had returned (it was kept, or
+        /// returned as the mapper's value). ``LocalDatabaseError/name`` holds the column asked for.
+        public static let cursorExpired = Code(.cursorExpired)
 
         /// A readable description, for logs and test failures.
         public var description: String { value.rawValue }

@@ -8,7 +8,8 @@ import GRDB
 /// `getString` reads `TEXT`, `getInt`/`getInt64` read `INTEGER`, `getDouble` reads `REAL` or `INTEGER`,
 /// `getBoolean` reads `INTEGER` (zero is `false`), `getData` reads `BLOB`.
 ///
-/// A cursor is valid only during the mapper call it is passed to; copy out the values you need.
+/// A cursor is valid only during the mapper call it is passed to; copy out the values you need. Read later, its
+/// getters throw ``LocalDatabaseError/Code-swift.struct/cursorExpired``.
 ///
 /// ```swift
 /// let titles = try await db.getAll(sql: "SELECT title, done FROM todos", parameters: []) { cursor in
@@ -25,9 +26,14 @@ public struct SqlCursor {
         /// in one array).
         case stored([SqlValue], base: Int)
         /// The statement's current row, read in place: only the columns a mapper asks for are converted, and
-        /// nothing is allocated per row. Valid until the statement steps again, which is after the mapper
-        /// call.
-        case statement(SQLiteStatement)
+        /// nothing is allocated per row. Valid while `position` is still at `row`: the statement steps on
+        /// after the mapper call, and is reset (or finalized) after the last row.
+        case statement(Statement, position: RowPosition, row: Int)
+    }
+
+    /// Which row a statement's cursors may read: the row number it stands on, or -1 once the read is over.
+    final class RowPosition {
+        var current = 0
     }
 
     /// A cursor over row `values[base...]` of stored values.
@@ -36,18 +42,29 @@ public struct SqlCursor {
         self.source = .stored(values, base: base)
     }
 
-    /// A cursor over the current row of a statement that has just stepped to it.
-    init(columns: SqlColumns, statement: SQLiteStatement) {
+    /// A cursor over the current row of a statement that has just stepped to it (`position.current`).
+    init(columns: SqlColumns, statement: Statement, position: RowPosition) {
         self.columns = columns
-        self.source = .statement(statement)
+        self.source = .statement(statement, position: position, row: position.current)
     }
 
-    /// The value of the column at `index`, which must be a valid index of ``columns``: for the library's own
-    /// reads of a query whose columns it wrote, so it need not look names up for every row.
+    /// Whether the cursor can still be read: always for stored values; for a statement's row, only during
+    /// the mapper call it was passed to.
+    var isCurrent: Bool {
+        switch source {
+        case .stored: true
+        case .statement(_, let position, let row): position.current == row
+        }
+    }
+
+    /// The value of the column at `index`, which must be a valid index of ``columns``, of a cursor that
+    /// ``isCurrent``: for the library's own reads of a query whose columns it wrote, so it need not look
+    /// names up for every row.
     func value(at index: Int) -> SqlValue {
         switch source {
         case .stored(let values, let base): values[base + index]
-        case .statement(let statement): SqlValue(DatabaseValue(sqliteStatement: statement, index: CInt(index)))
+        case .statement(let statement, _, _):
+            SqlValue(DatabaseValue(sqliteStatement: statement.sqliteStatement, index: CInt(index)))
         }
     }
 
@@ -57,8 +74,17 @@ public struct SqlCursor {
     /// The raw value of a column. Names are compared case-insensitively, as SQLite does; when two columns
     /// share a name, the leftmost one is read.
     ///
-    /// - Throws: ``LocalDatabaseError/Code-swift.struct/columnNotFound`` when the row has no such column.
+    /// - Throws: ``LocalDatabaseError/Code-swift.struct/columnNotFound`` when the row has no such column,
+    ///   ``LocalDatabaseError/Code-swift.struct/cursorExpired`` when the mapper call the cursor was passed to
+    ///   has returned.
     public func getValue(name: String) throws -> SqlValue {
+        guard isCurrent else {
+            throw LocalDatabaseError(
+                code: .cursorExpired,
+                message: "column \(String(reflecting: name)) was read from a cursor after its mapper call returned; "
+                    + "copy out the values you need inside the mapper",
+                name: name)
+        }
         guard let index = columns.index(of: name) else {
             throw LocalDatabaseError(
                 code: .columnNotFound,
@@ -204,11 +230,14 @@ extension SqlTransaction {
             let statement = try caching ? db.cachedStatement(sql: sql) : db.makeStatement(sql: sql)
             let columns = SqlColumns(statement.columnNames)
             let rows = try Row.fetchCursor(statement, arguments: StatementArguments(parameters))
-            let handle = statement.sqliteStatement
+            let position = SqlCursor.RowPosition()
+            // A cursor kept beyond its call reads nothing (its statement may be reset or finalized by then).
+            defer { position.current = -1 }
             while try rows.next() != nil {
                 // Errors thrown by `body` (a caller's mapper) must pass through unconverted; they are not
                 // GRDB's, so `converting` leaves them as they are.
-                guard try body(SqlCursor(columns: columns, statement: handle)) else { return }
+                guard try body(SqlCursor(columns: columns, statement: statement, position: position)) else { return }
+                position.current += 1
             }
         }
     }

@@ -80,6 +80,29 @@ struct WatchTests {
         #expect(try await db.getAll(sql: sql, parameters: [], mapper: mapper) == expected)
     }
 
+    @Test("a cursor kept beyond its mapper call throws cursorExpired instead of reading another row")
+    func keptCursorExpires() async throws {
+        let db = try LocalDatabase.inMemory(schema: Self.schema)
+        defer { try? db.close() }
+        try await db.execute(sql: "INSERT INTO watched (id, name) VALUES ('1', 'first'), ('2', 'second')")
+        let names = try await db.readTransaction { tx -> [String] in
+            // Kept by returning them; one from a transaction's query whose statement is finalized by now.
+            let cursors = try tx.getAll(sql: "SELECT name FROM watched ORDER BY id", parameters: []) { $0 }
+            var read: [String] = []
+            for cursor in cursors {
+                let error = #expect(throws: LocalDatabaseError.self) { _ = try cursor.getString(name: "name") }
+                #expect(error?.code == .cursorExpired)
+                #expect(error?.name == "name")
+            }
+            // Inside the call, each row reads its own values.
+            read = try tx.getAll(sql: "SELECT name FROM watched ORDER BY id", parameters: []) {
+                try $0.getString(name: "name")
+            }
+            return read
+        }
+        #expect(names == ["first", "second"])
+    }
+
     @Test("writes to another table never re-run the query", arguments: [true, false])
     func ignoresOtherTables(onFile: Bool) async throws {
         let folder = try TemporaryDirectory()

@@ -21,7 +21,7 @@ extension AttachmentQueue {
     /// check began can have made it (see ``mayRemoveDuringBackgroundCheck(_:ofCommittedSave:)``): the decision and the
     /// removal happen on the actor with no suspension between them, and no record refers to it just before.
     func removeLeftoverFiles(
-        _ unchanged: (listing: [String]?, records: [AttachmentRecord]?), inBackground: Bool
+        _ unchanged: (listing: [String]?, records: [AttachmentStore.StartupEntry]?), inBackground: Bool
     ) async throws {
         let store = store
         let known = unchanged.records
@@ -205,7 +205,7 @@ extension AttachmentQueue {
     /// (`candidates`, which may still turn out to be folders), and the names that are nothing of the
     /// library's (`foreign`). Pure work over every name and record, done off the actor.
     private nonisolated static func leftovers(
-        among names: [String], entries: [AttachmentRecord], subdirectories: Set<String>
+        among names: [String], entries: [AttachmentStore.StartupEntry], subdirectories: Set<String>
     ) -> (
         twins: [(staging: String, name: String)], candidates: [String], foreign: [String], unclaimed: Set<String>,
         referenced: Set<String>

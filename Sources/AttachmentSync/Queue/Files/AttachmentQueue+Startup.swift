@@ -125,14 +125,20 @@ extension AttachmentQueue {
         let files = files
         let directory = attachmentsDirectory.path
         do {
-            let records = try await db.readTransaction { tx in try store.startupEntries(in: tx) }
+            var records: [AttachmentStore.StartupEntry]? = try await db.readTransaction { tx in
+                try store.startupEntries(in: tx)
+            }
+            let count = records?.count ?? 0
             try Task.checkCancellation()
             // Off the actor and the cooperative pool: saves and transfers go on while the folder is listed.
             let names = try await onBlockingThread { try files.contentsOfDirectory(atPath: directory) }
             try Task.checkCancellation()
-            let unchanged = try await verifyRecordsAgainstFiles(records, listing: names, inBackground: true)
+            let unchanged = try await verifyRecordsAgainstFiles(records ?? [], listing: names, inBackground: true)
+            // Let go of the read before the clean-up reads the table again (when a record changed): a million
+            // entries held twice is what the check's memory was.
+            records = nil
             try await removeLeftoverFiles(unchanged, inBackground: true)
-            logger.debug("startup's background check of files is done", metadata: ["records": "\(records.count)"])
+            logger.debug("startup's background check of files is done", metadata: ["records": "\(count)"])
         } catch is CancellationError {
             throw CancellationError()
         } catch {
@@ -167,8 +173,10 @@ extension AttachmentQueue {
     ///
     /// Returns, for the clean-up, the listing when nothing in the folder changed since, and the records
     /// when none of them changed.
-    private func verifyRecordsAgainstFiles(_ records: [AttachmentRecord], listing names: [String]?, inBackground: Bool)
-        async throws -> (listing: [String]?, records: [AttachmentRecord]?)
+    private func verifyRecordsAgainstFiles(
+        _ records: [AttachmentStore.StartupEntry], listing names: [String]?, inBackground: Bool
+    )
+        async throws -> (listing: [String]?, records: [AttachmentStore.StartupEntry]?)
     {
         let store = store
         let directory = attachmentsDirectory.path
@@ -249,10 +257,10 @@ extension AttachmentQueue {
     /// `listing` holds it: every record with a local file unless the listing holds it under the stored
     /// (relative) path and it is not a pending delete; `skippingQueued`, only synced and archived ones.
     private nonisolated static func recordsNeedingCheck(
-        _ records: [AttachmentRecord], listing: [String]?, directory: String, skippingQueued: Bool
-    ) -> [(record: AttachmentRecord, relative: String, listed: Bool)] {
+        _ records: [AttachmentStore.StartupEntry], listing: [String]?, directory: String, skippingQueued: Bool
+    ) -> [(record: AttachmentStore.StartupEntry, relative: String, listed: Bool)] {
         let listed = Set(listing ?? [])
-        var attention: [(record: AttachmentRecord, relative: String, listed: Bool)] = []
+        var attention: [(record: AttachmentStore.StartupEntry, relative: String, listed: Bool)] = []
         for record in records {
             guard let stored = record.localPath else { continue }
             if skippingQueued, record.state != .synced, record.state != .archived { continue }

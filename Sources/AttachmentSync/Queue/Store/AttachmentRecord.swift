@@ -127,6 +127,11 @@ extension AttachmentRecord {
     /// (`<id>.tar.gz` gives `tar.gz`), else the filename's last extension. Startup relies on it to recognise
     /// the file of a record that no longer claims one.
     func localName() throws -> String {
+        try Self.localName(id: id, filename: filename)
+    }
+
+    /// ``localName()`` of a record of `id` and `filename`.
+    static func localName(id: String, filename: String) throws -> String {
         let derivedPrefix = id + "."
         let ext: String?
         if filename.utf8.starts(with: derivedPrefix.utf8), filename.utf8.count > derivedPrefix.utf8.count {

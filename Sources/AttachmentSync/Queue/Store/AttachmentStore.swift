@@ -107,9 +107,9 @@ struct AttachmentStore: Sendable {
     }
 
     /// What startup needs of every record (or, with `queuedOnly`, of every queued one, read through the
-    /// state index): records holding only their id, filename, state and local file (the other fields are
-    /// left empty). A fraction of the cost of whole records, which matters at 100,000.
-    func startupEntries(in tx: SqlTransaction, queuedOnly: Bool = false) throws -> [AttachmentRecord] {
+    /// state index): its id, filename, state and local file. A fraction of the cost of whole records, which
+    /// matters at 1,000,000.
+    func startupEntries(in tx: SqlTransaction, queuedOnly: Bool = false) throws -> [StartupEntry] {
         let condition = queuedOnly ? " WHERE state IN \(StateSet.queuedSQL)" : ""
         return try tx.getAll(sql: "SELECT id, filename, state, local_uri FROM \(table)\(condition)") {
             cursor in
@@ -120,9 +120,23 @@ struct AttachmentStore: Sendable {
                     code: .typeMismatch, message: "attachment \(String(reflecting: id)) has unknown state \(rawState)",
                     name: "state")
             }
-            return AttachmentRecord(
-                id: id, filename: try cursor.getStringOptional(name: "filename") ?? id, state: state, timestamp: 0,
+            return StartupEntry(
+                id: id, filename: try cursor.getStringOptional(name: "filename") ?? id, state: state,
                 localPath: try cursor.getStringOptional(name: "local_uri"))
+        }
+    }
+
+    /// What startup's check of files reads of a record: its id, file name, state and local file. A quarter
+    /// of a whole ``AttachmentRecord``'s memory, for a check that reads every record.
+    struct StartupEntry: Sendable {
+        var id: String
+        var filename: String
+        var state: AttachmentState
+        var localPath: String?
+
+        /// The name of the record's file in the attachments folder (``AttachmentRecord/localName()``).
+        func localName() throws -> String {
+            try AttachmentRecord.localName(id: id, filename: filename)
         }
     }
 
