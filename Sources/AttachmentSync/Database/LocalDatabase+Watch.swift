@@ -69,15 +69,15 @@ extension LocalDatabase {
     }
 
     /// Watches what `fetch` reads: the returned stream yields its value first, then a fresh one after every
-    /// committed transaction that changes a table (or column) it read. For the library's own reads that are
-    /// more than one query (the status's scan), with the cached statements of each reading connection.
-    /// `description` names the read in errors.
-    func watch<Value: Sendable>(
+    /// committed transaction that changes a table (or column) it read, when it differs from the last. For the
+    /// library's own reads that are more than one query (the status's scan), with the cached statements of
+    /// each reading connection. `description` names the read in errors.
+    func watch<Value: Sendable & Equatable>(
         describedBy description: String, _ fetch: @escaping @Sendable (SqlTransaction) throws -> Value
     ) throws -> AsyncThrowingStream<Value, any Error> {
         try ensureOpen()
         return try start(
-            ValueObservation.tracking { db in try fetch(SqlTransaction(db, caching: true)) },
+            ValueObservation.tracking { db in try fetch(SqlTransaction(db, caching: true)) }.removeDuplicates(),
             describedBy: description)
     }
 

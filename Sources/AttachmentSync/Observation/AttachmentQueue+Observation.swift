@@ -124,8 +124,8 @@ extension AttachmentQueue {
         var classes: [CachePolicy.Class: Int64] = [:]
         for row in rows {
             // Saturating: the sizes come from synced rows, and any device can write Int64.max.
-            if let (cacheClass, bytes) = row.cacheClass {
-                classes[cacheClass] = classes[cacheClass, default: 0].addingClamped(bytes)
+            if let entry = row.cacheClass {
+                classes[entry.cacheClass] = classes[entry.cacheClass, default: 0].addingClamped(entry.bytes)
             }
             if let totals = row.totals {
                 // A state outside the known ones is read as archived: its totals join archived's.

@@ -103,6 +103,28 @@ struct WatchTests {
         #expect(names == ["first", "second"])
     }
 
+    @Test("a watch of a read passes on a value only when it changed")
+    func watchOfAReadSkipsEqualValues() async throws {
+        let db = try LocalDatabase.inMemory(schema: Self.schema)
+        defer { try? db.close() }
+        try await db.execute(sql: "INSERT INTO watched (id, name) VALUES ('1', 'first')")
+        let counts = try db.watch(describedBy: "a count") { tx in
+            try tx.get(sql: "SELECT count(*) AS n FROM watched", parameters: []) { try $0.getInt(name: "n") }
+        }
+        var iterator = counts.makeAsyncIterator()
+        #expect(try await iterator.next() == 1)
+        // A commit to the table that leaves the count as it was: the read runs again, and nothing is passed on
+        // (it used to pass on the same count again).
+        try await db.execute(sql: "UPDATE watched SET name = 'renamed'")
+        let next = Task {
+            var iterator = iterator
+            return try await iterator.next()
+        }
+        try await Task.sleep(for: .seconds(1))
+        try await db.execute(sql: "INSERT INTO watched (id, name) VALUES ('2', 'second')")
+        #expect(try await withDeadline("the count after an insert") { try await next.value } == 2)
+    }
+
     @Test("writes to another table never re-run the query", arguments: [true, false])
     func ignoresOtherTables(onFile: Bool) async throws {
         let folder = try TemporaryDirectory()

@@ -1,10 +1,13 @@
 import Foundation
 
-/// The rows of the status lists (``AttachmentStore/statusListsSQL``), read into values: the only place that
-/// knows the query's column names.
+/// The status rows read from SQL into values: the only place that knows the column names of
+/// ``AttachmentStore/statusListsSQL``. It also reads the rows of sums (kinds 0, 3 and 4), which
+/// ``AttachmentStore/statusScan(largest:invalidLimit:in:)`` makes without SQL, as the one-query form the tests
+/// check the scan against returns them.
 extension AttachmentStore {
-    /// One status row: totals of a state, or one attachment waiting for a retry (the scan makes the totals).
-    struct StatusRow: Sendable {
+    /// One status row: totals of a state, or one attachment waiting for a retry. Equatable, so a watch of
+    /// the status passes on only a status that changed.
+    struct StatusRow: Sendable, Equatable {
         var state: AttachmentState
         var totals: QueueStatus.Totals?
         var localBytes: Int64
@@ -14,7 +17,13 @@ extension AttachmentStore {
         /// Totals of the attachments of `state` handed to a background service.
         var handedOff: QueueStatus.Totals?
         /// Local bytes of one ``CachePolicy/Class``.
-        var cacheClass: (CachePolicy.Class, Int64)?
+        var cacheClass: ClassBytes?
+    }
+
+    /// The local bytes of the records of one cache class.
+    struct ClassBytes: Sendable, Equatable {
+        var cacheClass: CachePolicy.Class
+        var bytes: Int64
     }
 
     static func statusRow(_ cursor: SqlCursor) throws -> StatusRow {
@@ -25,7 +34,8 @@ extension AttachmentStore {
             let name = try cursor.getString(name: "id")
             let bytes = try cursor.getInt64Optional(name: "bytes") ?? 0
             return StatusRow(
-                state: state, localBytes: 0, cacheClass: CachePolicy.Class(rawValue: name).map { ($0, bytes) })
+                state: state, localBytes: 0,
+                cacheClass: CachePolicy.Class(rawValue: name).map { ClassBytes(cacheClass: $0, bytes: bytes) })
         }
         if kind == 2 {
             return StatusRow(

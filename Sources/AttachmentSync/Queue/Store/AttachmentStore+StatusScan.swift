@@ -2,8 +2,8 @@
 /// sizes), read with one scan of the table instead of one query each.
 ///
 /// SQLite's `GROUP BY` over a table without a fitting index sorts every row first, and the state index
-/// makes it look each row up by rowid; the five queries this replaced took 1.5 s over 1,000,000 records. The predicates
-/// stay SQL (``AttachmentStore/cacheClassSQL``, the local-only condition), so hostile values of the flag
+/// makes it look each row up by rowid; the five queries this replaced took 1.5 s over 1,000,000 records.
+/// The predicates stay SQL (``AttachmentStore/cacheClassSQL``, the local-only condition), so hostile values of the flag
 /// columns are judged exactly as the queries judge them; sizes are judged as
 /// ``AttachmentStore/countedSizeSQL`` does (an integer of at least 0), and sums saturate at `Int64.max` as
 /// the queries' casts do.
@@ -113,7 +113,10 @@ extension AttachmentStore {
                 localOnly: QueueStatus.Totals(count: localOnly.count, bytes: localOnly.bytes)))
         for (index, bytes) in classBytes.enumerated() {
             guard let bytes else { continue }
-            rows.append(StatusRow(state: .queuedDownload, localBytes: 0, cacheClass: (classes[index], bytes)))
+            rows.append(
+                StatusRow(
+                    state: .queuedDownload, localBytes: 0,
+                    cacheClass: ClassBytes(cacheClass: classes[index], bytes: bytes)))
         }
         return StatusScan(
             rows: rows, recordCount: count, largestIds: top.ids,
