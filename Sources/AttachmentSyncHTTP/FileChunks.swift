@@ -9,7 +9,7 @@ package struct FileChunks: AsyncSequence, Sendable {
     package typealias Element = Data
 
     /// The chunk size: 256 KiB.
-    static let chunkSize = 256 * 1024
+    package static let chunkSize = 256 * 1024
 
     let url: URL
     let offset: Int64
@@ -51,30 +51,46 @@ package struct FileChunks: AsyncSequence, Sendable {
         var handle: FileHandle?
 
         package mutating func next() async throws -> Data? {
+            try await next { handle, count in
+                let data = try handle.read(upToCount: count) ?? Data()
+                return (data, data.count)
+            }
+        }
+
+        /// The next chunk as `read` makes it, or `nil` after the last: `read` gets the file's handle,
+        /// positioned at the chunk's start, and the most bytes to read, and returns the chunk and how many
+        /// bytes it holds (0 only at the end of the file). An engine uses it to read into its own buffer type
+        /// without a copy.
+        package mutating func next<Chunk>(
+            reading read: (FileHandle, Int) throws -> (chunk: Chunk, count: Int)
+        ) async throws -> Chunk? {
             guard remaining > 0 else {
                 try? handle?.close()
                 handle = nil
                 return nil
             }
             try Task.checkCancellation()
-            if handle == nil {
-                let opened = try files.openForReading(atPath: url.path)
-                try fileSystem(path: url.path) { try opened.seek(toOffset: UInt64(position)) }
+            let opened: FileHandle
+            if let handle {
+                opened = handle
+            } else {
+                opened = try files.openForReading(atPath: url.path)
                 handle = opened
+                try fileSystem(path: url.path) { try opened.seek(toOffset: UInt64(position)) }
             }
             let count = Int(Swift.min(Int64(FileChunks.chunkSize), remaining))
-            let data = try fileSystem(path: url.path) { try handle?.read(upToCount: count) } ?? Data()
-            guard !data.isEmpty else {
+            let (chunk, got) = try fileSystem(path: url.path) { try read(opened, count) }
+            guard got > 0 else {
                 throw AttachmentError(
                     code: .fileSystem,
                     message: "\(url.path) ended \(remaining) bytes early while it was being uploaded",
                     path: url.path)
             }
-            try await throttle?.take(data.count)
-            position += Int64(data.count)
-            remaining -= Int64(data.count)
-            onChunk(data.count)
-            return data
+            try await throttle?.take(got)
+            position += Int64(got)
+            remaining -= Int64(got)
+            onChunk(got)
+            return chunk
         }
     }
 
