@@ -282,7 +282,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
         if configuration.storesContentHashes {
             sha256 = validSHA256(attachment.contentHash)
             if sha256 == nil {
-                sha256 = try await PayloadDigests.of(fileAt: fileURL, offset: 0, length: size, files: files).sha256
+                sha256 = try await PayloadDigests.sha256(ofFileAt: fileURL, offset: 0, length: size, files: files)
             }
         }
         if let sha256, try await isUploaded(sha256, attachment) {

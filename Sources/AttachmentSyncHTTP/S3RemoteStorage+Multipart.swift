@@ -33,7 +33,7 @@ extension S3RemoteStorage {
         // completing: the one the queue recorded at save, else the file's own.
         var sha256 = validSHA256(attachment.contentHash)
         if sha256 == nil {
-            sha256 = try await PayloadDigests.of(fileAt: fileURL, offset: 0, length: size, files: files).sha256
+            sha256 = try await PayloadDigests.sha256(ofFileAt: fileURL, offset: 0, length: size, files: files)
         }
         let fileSHA256 = sha256 ?? ""
 

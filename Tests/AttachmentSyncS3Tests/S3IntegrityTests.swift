@@ -78,6 +78,46 @@ struct S3IntegrityTests {
         }
     }
 
+    /// Ceph (16) checks no SHA-256 a request carries (`x-amz-content-sha256`, `x-amz-checksum-sha256`): only
+    /// `Content-MD5`. So the MD5 of what the adapter hashed is all that stops other bytes from being stored.
+    @Test(
+        "bytes that change between the digest and the send are refused by the server, single and multipart",
+        arguments: [false, true])
+    func bytesChangedAfterTheDigestAreRefused(multipart: Bool) async throws {
+        try await withTemporaryDirectory { directory in
+            let size = multipart ? Int(Self.fiveMiB) + 300_000 : 200_000
+            let original = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+            var changed = original
+            changed[size / 2] ^= 0xFF  // the same size, one byte different, in the first part
+            changed[size - 1] ^= 0xFF
+            let source = directory.appendingPathComponent("photo.jpg")
+            let other = directory.appendingPathComponent("changed.jpg")
+            try original.write(to: source)
+            try changed.write(to: other)
+            // The first open is the digest pass (of the whole file, or of the first part); every later one
+            // reads the changed bytes.
+            let disk = SwappingDisk(path: source.path, replacement: other.path, swapAt: 2)
+            try await S3TestBucket.with(
+                "swapped",
+                configure: {
+                    $0.files = disk
+                    $0.multipartThreshold = Self.fiveMiB
+                    $0.partSize = Self.fiveMiB
+                    $0.partConcurrency = 1
+                }
+            ) { storage, _ in
+                let saved = Self.saved("photo.jpg", original)
+                let error = await #expect(throws: AttachmentError.self) {
+                    try await storage.uploadFile(fileURL: source, attachment: saved) { _ in }
+                }
+                #expect(error?.code == .integrityMismatch)
+                #expect(disk.opens.withLock { $0 } >= 2)
+                let keys = try await storage.listKeys()
+                #expect(keys.isEmpty)
+            }
+        }
+    }
+
     /// Downloads `file` into `destination` completely, then cuts it to `count` bytes and keeps beside it what
     /// identified the object then: the state a download interrupted after `count` bytes leaves.
     static func partialDownload(

@@ -78,6 +78,12 @@ public struct SqlCursor {
     ///   ``LocalDatabaseError/Code-swift.struct/cursorExpired`` when the mapper call the cursor was passed to
     ///   has returned.
     public func getValue(name: String) throws -> SqlValue {
+        try value(at: columns.index(of: name), name: name)
+    }
+
+    /// The raw value of the column `name` found at `index` (`nil`: the row has none), with the errors of
+    /// ``getValue(name:)``: for a reader that looked the columns up once for many rows.
+    func value(at index: Int?, name: String) throws -> SqlValue {
         guard isCurrent else {
             throw LocalDatabaseError(
                 code: .cursorExpired,
@@ -85,7 +91,7 @@ public struct SqlCursor {
                     + "copy out the values you need inside the mapper",
                 name: name)
         }
-        guard let index = columns.index(of: name) else {
+        guard let index, index >= 0, index < columns.names.count else {
             throw LocalDatabaseError(
                 code: .columnNotFound,
                 message: "the row has no column \(String(reflecting: name)) (it has: "
@@ -145,7 +151,12 @@ public struct SqlCursor {
     }
 
     private func typed<T>(_ name: String, _ expected: String, _ extract: (SqlValue) -> T?) throws -> T? {
-        let value = try getValue(name: name)
+        try typed(at: columns.index(of: name), name: name, expected, extract)
+    }
+
+    /// The typed value of the column `name` found at `index`, with the errors of the named getters.
+    func typed<T>(at index: Int?, name: String, _ expected: String, _ extract: (SqlValue) -> T?) throws -> T? {
+        let value = try value(at: index, name: name)
         if case .null = value { return nil }
         guard let result = extract(value) else {
             throw LocalDatabaseError(

@@ -63,6 +63,29 @@ struct QueuedReadTests {
                 read == due([.queuedUpload, .queuedDelete], limit: limit) + due([.queuedDownload], limit: limit),
                 "limit \(limit)")
         }
+        // Records in flight count towards each state's limit (they come first in the scheduler's count) but
+        // are left out of what is returned.
+        var random = SplitMix64(seed: seed &+ 99)
+        let busy = Set(all.map(\.id).filter { _ in Int.random(in: 0..<4, using: &random) == 0 })
+        func dueSkipping(_ states: [AttachmentState], limit: Int) -> [String] {
+            let kept = states.flatMap { state in
+                all.filter { $0.state == state && ($0.nextAttemptAt ?? .min) <= Self.now }
+                    .sorted { ($0.timestamp, $0.id) < ($1.timestamp, $1.id) }
+                    .prefix(limit)
+                    .filter { !busy.contains($0.id) }
+            }
+            return Array(kept.sorted { ($0.timestamp, $0.id) < ($1.timestamp, $1.id) }.prefix(limit).map(\.id))
+        }
+        for limit in [1, 3, 17, 200, 1_000] {
+            let read = try await db.readTransaction { tx in
+                try store.queued(limit: limit, readyAt: Self.now, skipping: busy, in: tx).map(\.id)
+            }
+            #expect(
+                read
+                    == dueSkipping([.queuedUpload, .queuedDelete], limit: limit)
+                    + dueSkipping([.queuedDownload], limit: limit),
+                "limit \(limit), skipping \(busy.count)")
+        }
         let soonest = try await db.readTransaction { tx in try store.earliestRetry(after: Self.now, in: tx) }
         #expect(
             soonest

@@ -86,11 +86,14 @@ extension AttachmentQueue {
         let store = store
         let now = wallClock.milliseconds()
         let raised = Array(machine.raisedIDs)
+        // Records in flight cannot start again: their ids are enough.
+        let busy = machine.busyIDs
         let rows: (queued: [AttachmentRecord], earliestRetry: Int64?)
         do {
             rows = try await db.readTransaction { tx in
                 (
-                    try store.queued(ids: raised, in: tx) + store.queued(limit: read.limit, readyAt: now, in: tx),
+                    try store.queued(ids: raised, in: tx)
+                        + store.queued(limit: read.limit, readyAt: now, skipping: busy, in: tx),
                     try store.earliestRetry(after: now, in: tx)
                 )
             }

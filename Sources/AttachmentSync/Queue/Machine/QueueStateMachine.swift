@@ -52,6 +52,8 @@ struct QueueStateMachine<Handle: Hashable & Sendable, Waiter> {
     var transferHandles: [String: Handle] { slots.transfers.compactMapValues(\.handle) }
     /// The ids saves hold.
     var reservedIDs: Set<String> { slots.reserved }
+    /// The records that cannot start a transfer now: in flight, or reserved.
+    var busyIDs: Set<String> { slots.reserved.union(slots.transfers.keys) }
     /// The ids an app raised, whose transfers have not ended.
     var raisedIDs: Set<String> { slots.raised }
     /// The ids saves or transfers touched since startup's background check began (`nil` when none runs).

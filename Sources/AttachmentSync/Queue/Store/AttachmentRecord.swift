@@ -51,49 +51,142 @@ extension AttachmentRecord {
     /// Reads a record; a column holding a value of the wrong type is a ``LocalDatabaseError`` that names
     /// the attachment as well as the column and the value.
     init(cursor: SqlCursor) throws {
-        let id = try cursor.getString(name: "id")
-        do {
-            try self.init(id: id, cursor: cursor)
-        } catch var error as LocalDatabaseError where error.code == .typeMismatch || error.code == .nullValue {
-            if !error.message.hasPrefix("attachment ") {
-                error.message = "attachment \(String(reflecting: id)): \(error.message)"
-            }
-            throw error
-        }
+        var reader = Reader()
+        self = try reader.read(cursor)
     }
 
-    private init(id: String, cursor: SqlCursor) throws {
-        let rawState = try cursor.getInt(name: "state")
-        guard let state = AttachmentState(rawValue: rawState) else {
-            throw LocalDatabaseError(
-                code: .typeMismatch,
-                message: "attachment \(String(reflecting: id)) has unknown state \(rawState)",
-                name: "state"
-            )
+    /// Reads the records of one query's rows, looking each column's position up on the first row only
+    /// (rather than by name for every column of every row: the scheduler reads many records for each
+    /// transfer that finishes). Errors are those of ``init(cursor:)``.
+    struct Reader {
+        private var layout: Layout?
+
+        /// Where each column is in the rows of one query (`nil`: not selected).
+        private struct Layout {
+            let columns: SqlColumns
+            let id, filename, localUri, timestamp, size, mediaType, state, hasSynced, metaData, contentHash: Int?
+            let attempts, nextAttemptAt, lastError, onDemand, pinned, lastUsedAt, givenUp, awaitingUpload: Int?
+            let connectivityFailure, localUnavailable, keyUnavailable: Int?
+
+            init(_ columns: SqlColumns) {
+                func at(_ column: AttachmentColumn) -> Int? { columns.index(of: column.name) }
+                self.columns = columns
+                id = columns.index(of: "id")
+                filename = at(.filename)
+                localUri = at(.localUri)
+                timestamp = at(.timestamp)
+                size = at(.size)
+                mediaType = at(.mediaType)
+                state = at(.state)
+                hasSynced = at(.hasSynced)
+                metaData = at(.metaData)
+                contentHash = at(.contentHash)
+                attempts = at(.attempts)
+                nextAttemptAt = at(.nextAttemptAt)
+                lastError = at(.lastError)
+                onDemand = at(.onDemand)
+                pinned = at(.pinned)
+                lastUsedAt = at(.lastUsedAt)
+                givenUp = at(.givenUp)
+                awaitingUpload = at(.awaitingUpload)
+                connectivityFailure = at(.connectivityFailure)
+                localUnavailable = at(.localUnavailable)
+                keyUnavailable = at(.keyUnavailable)
+            }
         }
-        self.init(
-            id: id,
-            filename: try cursor.getStringOptional(name: "filename") ?? id,
-            state: state,
-            timestamp: try cursor.getInt64Optional(name: "timestamp") ?? 0,
-            hasSynced: try cursor.getBooleanOptional(name: "has_synced") ?? false,
-            localPath: try cursor.getStringOptional(name: "local_uri"),
-            mediaType: try cursor.getStringOptional(name: "media_type"),
-            size: try cursor.getInt64Optional(name: "size"),
-            metaData: try cursor.getStringOptional(name: "meta_data"),
-            contentHash: try cursor.getStringOptional(name: "content_hash")
-        )
-        attempts = try cursor.getIntOptional(name: "attempts") ?? 0
-        nextAttemptAt = try cursor.getInt64Optional(name: "next_attempt_at")
-        lastError = try cursor.getStringOptional(name: "last_error")
-        onDemand = try cursor.getBooleanOptional(name: "on_demand") ?? false
-        pinned = try cursor.getBooleanOptional(name: "pinned") ?? false
-        lastUsedAt = try cursor.getInt64Optional(name: "last_used_at")
-        givenUp = try cursor.getIntOptional(name: "given_up").flatMap(AttachmentState.init(rawValue:))
-        awaitingUpload = try cursor.getIntOptional(name: "awaiting_upload")
-        connectivityFailures = try cursor.getIntOptional(name: "connectivity_failure")
-        localUnavailable = try cursor.getIntOptional(name: "local_unavailable")
-        keyUnavailable = try cursor.getIntOptional(name: "key_unavailable")
+
+        private mutating func layout(for cursor: SqlCursor) -> Layout {
+            if let layout, layout.columns === cursor.columns { return layout }
+            let made = Layout(cursor.columns)
+            layout = made
+            return made
+        }
+
+        /// The id of the cursor's row (a required `TEXT`), without reading the rest of the record.
+        mutating func id(_ cursor: SqlCursor) throws -> String {
+            let string = try Self.text(cursor, layout(for: cursor).id, "id")
+            guard let string else { throw Self.null("id") }
+            return string
+        }
+
+        /// The record of the cursor's row, whose id (``id(_:)``) may be given when it was read already.
+        mutating func read(_ cursor: SqlCursor, id knownID: String? = nil) throws -> AttachmentRecord {
+            let id = try knownID ?? self.id(cursor)
+            let layout = layout(for: cursor)
+            do {
+                return try Self.record(id: id, cursor, layout)
+            } catch var error as LocalDatabaseError where error.code == .typeMismatch || error.code == .nullValue {
+                if !error.message.hasPrefix("attachment ") {
+                    error.message = "attachment \(String(reflecting: id)): \(error.message)"
+                }
+                throw error
+            }
+        }
+
+        private static func record(id: String, _ cursor: SqlCursor, _ at: Layout) throws -> AttachmentRecord {
+            guard let rawState = try int(cursor, at.state, "state") else { throw null("state") }
+            guard let state = AttachmentState(rawValue: rawState) else {
+                throw LocalDatabaseError(
+                    code: .typeMismatch,
+                    message: "attachment \(String(reflecting: id)) has unknown state \(rawState)",
+                    name: "state"
+                )
+            }
+            var record = AttachmentRecord(
+                id: id,
+                filename: try text(cursor, at.filename, "filename") ?? id,
+                state: state,
+                timestamp: try int64(cursor, at.timestamp, "timestamp") ?? 0,
+                hasSynced: try boolean(cursor, at.hasSynced, "has_synced") ?? false,
+                localPath: try text(cursor, at.localUri, "local_uri"),
+                mediaType: try text(cursor, at.mediaType, "media_type"),
+                size: try int64(cursor, at.size, "size"),
+                metaData: try text(cursor, at.metaData, "meta_data"),
+                contentHash: try text(cursor, at.contentHash, "content_hash")
+            )
+            record.attempts = try int(cursor, at.attempts, "attempts") ?? 0
+            record.nextAttemptAt = try int64(cursor, at.nextAttemptAt, "next_attempt_at")
+            record.lastError = try text(cursor, at.lastError, "last_error")
+            record.onDemand = try boolean(cursor, at.onDemand, "on_demand") ?? false
+            record.pinned = try boolean(cursor, at.pinned, "pinned") ?? false
+            record.lastUsedAt = try int64(cursor, at.lastUsedAt, "last_used_at")
+            record.givenUp = try int(cursor, at.givenUp, "given_up").flatMap(AttachmentState.init(rawValue:))
+            record.awaitingUpload = try int(cursor, at.awaitingUpload, "awaiting_upload")
+            record.connectivityFailures = try int(cursor, at.connectivityFailure, "connectivity_failure")
+            record.localUnavailable = try int(cursor, at.localUnavailable, "local_unavailable")
+            record.keyUnavailable = try int(cursor, at.keyUnavailable, "key_unavailable")
+            return record
+        }
+
+        // The typed reads of `SqlCursor`'s named getters, by position: the same types, the same errors.
+        private static func text(_ cursor: SqlCursor, _ index: Int?, _ name: String) throws -> String? {
+            try cursor.typed(at: index, name: name, "TEXT") { if case .text(let value) = $0 { value } else { nil } }
+        }
+
+        private static func int64(_ cursor: SqlCursor, _ index: Int?, _ name: String) throws -> Int64? {
+            try cursor.typed(at: index, name: name, "INTEGER") {
+                if case .integer(let value) = $0 { value } else { nil }
+            }
+        }
+
+        private static func int(_ cursor: SqlCursor, _ index: Int?, _ name: String) throws -> Int? {
+            try cursor.typed(at: index, name: name, "INTEGER") {
+                if case .integer(let value) = $0 { Int(exactly: value) } else { nil }
+            }
+        }
+
+        private static func boolean(_ cursor: SqlCursor, _ index: Int?, _ name: String) throws -> Bool? {
+            try cursor.typed(at: index, name: name, "INTEGER (boolean)") {
+                if case .integer(let value) = $0 { value != 0 } else { nil }
+            }
+        }
+
+        private static func null(_ name: String) -> LocalDatabaseError {
+            LocalDatabaseError(
+                code: .nullValue,
+                message: "column \(String(reflecting: name)) is NULL; use the Optional getter to read NULLs",
+                name: name)
+        }
     }
 
     /// The value this record stores in `column`.

@@ -8,18 +8,26 @@ extension AttachmentStore {
     /// One query per state, each an ordered walk of the (`state`, `timestamp`) index that stops after
     /// `limit` rows, so a read costs the same with 100 or 100,000 records queued. (One query over
     /// `state IN (…)` cannot walk the index in order: SQLite reads every queued record and sorts them.)
-    func queued(limit: Int, readyAt now: Int64, in tx: SqlTransaction) throws -> [AttachmentRecord] {
-        let changes = try queued(in: .queuedUpload, limit: limit, readyAt: now, in: tx)
-            .merged(with: try queued(in: .queuedDelete, limit: limit, readyAt: now, in: tx))
-        return Array(changes.prefix(limit)) + (try queued(in: .queuedDownload, limit: limit, readyAt: now, in: tx))
+    ///
+    /// The records in `skipping` (those in flight) count towards the limit, as they come first, but are
+    /// left out: only their ids are read.
+    func queued(
+        limit: Int, readyAt now: Int64, skipping busy: Set<String> = [], in tx: SqlTransaction
+    ) throws -> [AttachmentRecord] {
+        let changes = try queued(in: .queuedUpload, limit: limit, readyAt: now, skipping: busy, in: tx)
+            .merged(with: try queued(in: .queuedDelete, limit: limit, readyAt: now, skipping: busy, in: tx))
+        return Array(changes.prefix(limit))
+            + (try queued(in: .queuedDownload, limit: limit, readyAt: now, skipping: busy, in: tx))
     }
 
-    private func queued(in state: AttachmentState, limit: Int, readyAt now: Int64, in tx: SqlTransaction) throws
-        -> [AttachmentRecord]
-    {
-        try tx.cached.getAll(sql: queuedSQL, parameters: [state.rawValue, now, limit]) {
-            try AttachmentRecord(cursor: $0)
-        }
+    private func queued(
+        in state: AttachmentState, limit: Int, readyAt now: Int64, skipping busy: Set<String>, in tx: SqlTransaction
+    ) throws -> [AttachmentRecord] {
+        var reader = AttachmentRecord.Reader()
+        return try tx.cached.getAll(sql: queuedSQL, parameters: [state.rawValue, now, limit]) { cursor in
+            let id = try reader.id(cursor)
+            return busy.contains(id) ? nil : try reader.read(cursor, id: id)
+        }.compactMap { $0 }
     }
 
     /// The read of one queued state's due records, oldest first; parameters: the state, now, the limit.
