@@ -123,6 +123,9 @@ public struct SigV4Signer: Sendable {
     /// S3 requires. The default is `true`.
     public var sendsContentSHA256: Bool
 
+    /// The last signing key derived, shared by the copies of this signer.
+    private let signingKeys = SigningKeys()
+
     /// Creates a signer.
     ///
     /// - Parameters:
@@ -312,12 +315,22 @@ public struct SigV4Signer: Sendable {
     }
 
     private func signature(of stringToSign: String, date: String, secret: String) -> String {
+        let mac = HMAC<SHA256>.authenticationCode(
+            for: Data(stringToSign.utf8), using: signingKey(date: date, secret: secret))
+        return Self.hex(mac)
+    }
+
+    /// The key for a day's signatures: four HMACs to derive, the same for every request of that day with the
+    /// same secret, region and service, so the last one is kept.
+    private func signingKey(date: String, secret: String) -> SymmetricKey {
+        let scope = SigningKeys.Scope(date: date, secret: secret, region: region, service: service)
+        if let key = signingKeys.last.withLock({ $0?.scope == scope ? $0?.key : nil }) { return key }
         let dateKey = Self.hmac(key: SymmetricKey(data: Data("AWS4\(secret)".utf8)), date)
         let regionKey = Self.hmac(key: dateKey, region)
         let serviceKey = Self.hmac(key: regionKey, service)
-        let signingKey = Self.hmac(key: serviceKey, "aws4_request")
-        let mac = HMAC<SHA256>.authenticationCode(for: Data(stringToSign.utf8), using: signingKey)
-        return Self.hex(mac)
+        let key = Self.hmac(key: serviceKey, "aws4_request")
+        signingKeys.last.withLock { $0 = (scope, key) }
+        return key
     }
 
     private static func hmac(key: SymmetricKey, _ message: String) -> SymmetricKey {
@@ -351,4 +364,17 @@ public struct SigV4Signer: Sendable {
         let day = pad(parts.year, 4) + pad(parts.month, 2) + pad(parts.day, 2)
         return (day, day + "T" + pad(parts.hour, 2) + pad(parts.minute, 2) + pad(parts.second, 2) + "Z")
     }
+}
+
+/// The last signing key a ``SigV4Signer`` derived, with what it was derived from. It holds the secret the
+/// credentials already hold in memory, and the key derived from it, nothing else.
+private final class SigningKeys: Sendable {
+    struct Scope: Equatable, Sendable {
+        var date: String
+        var secret: String
+        var region: String
+        var service: String
+    }
+
+    let last = LockedValue<(scope: Scope, key: SymmetricKey)?>(nil)
 }

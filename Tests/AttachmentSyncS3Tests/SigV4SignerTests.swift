@@ -97,6 +97,35 @@ import Testing
         }
     }
 
+    @Test("one signer used across days, secrets and regions signs every request as a fresh signer does")
+    func reusedSignerMatchesFreshOnes() {
+        // The signer keeps the last signing key it derived: a change of day, secret or region must not
+        // sign with a stale one.
+        let request = SigV4Signer.Request(
+            method: "GET", path: "/photo.jpg", headers: [("host", "examplebucket.s3.amazonaws.com")])
+        let days = [
+            Self.suiteDate, Self.suiteDate.addingTimeInterval(3_600), Self.suiteDate.addingTimeInterval(86_400),
+        ]
+        let secrets = ["wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "another-secret"]
+        var reused = SigV4Signer(region: "us-east-1")
+        var signatures: Set<String> = []
+        for region in ["us-east-1", "eu-west-1"] {
+            reused.region = region
+            for secret in secrets {
+                for day in days + days.reversed() {
+                    let credentials = S3Credentials(accessKeyId: "AKIDEXAMPLE", secretAccessKey: secret)
+                    let expected = SigV4Signer(region: region).sign(
+                        request, payload: .empty, credentials: credentials, date: day)
+                    let signed = reused.sign(request, payload: .empty, credentials: credentials, date: day)
+                    #expect(signed.signature == expected.signature, "\(region), \(secret.prefix(4)), \(day)")
+                    signatures.insert(signed.signature)
+                }
+            }
+        }
+        // Each day, secret and region signs differently (3 days of which 2 in one hour: 3 distinct times).
+        #expect(signatures.count == 2 * 2 * 3)
+    }
+
     // MARK: - botocore fixtures
 
     @Test("header signing of S3 requests matches botocore", arguments: try BotocoreFixtures.load().headerCases)
