@@ -4,6 +4,7 @@ import AttachmentSyncHTTP
 import Foundation
 import Logging
 import NIOCore
+import NIOFoundationEssentialsCompat
 import NIOHTTP1
 
 /// The ``HTTPEngine`` on AsyncHTTPClient: the transport for servers and tools (SwiftNIO, HTTP/1.1 and
@@ -108,7 +109,9 @@ private final class BodyReader: @unchecked Sendable {
         defer { lock.withLock { self.iterator = iterator } }
         do {
             guard let buffer = try await iterator.next() else { return nil }
-            return Data(buffer.readableBytesView)
+            // A view of the buffer's bytes, not a copy: the `Data` keeps the buffer's storage alive, and the
+            // client copies before it writes into storage still referenced.
+            return Data(buffer: buffer, byteTransferStrategy: .noCopy)
         } catch let error as HTTPClientError where error == .cancelled {
             throw CancellationError()
         }
