@@ -117,6 +117,7 @@ let package = Package(
         // processes, running the CLI); Foundation only, in no library product.
         .target(
             name: "TestSupport",
+            dependencies: ["AttachmentSync"],
             path: "Tests/TestSupport",
             swiftSettings: strictSettings
         ),

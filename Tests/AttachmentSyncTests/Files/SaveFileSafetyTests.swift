@@ -1,5 +1,6 @@
 import AttachmentSyncTesting
 import Foundation
+import TestSupport
 import Testing
 
 @testable import AttachmentSync
