@@ -147,7 +147,9 @@ struct ByteBufferChunks: AsyncSequence, Sendable {
 
         mutating func next() async throws -> ByteBuffer? {
             if handedOver >= ByteBufferChunks.readAhead {
-                for loop in loops { try await loop.submit {}.get() }
+                // Queued on every loop at once and awaited together: one hop's wait, however many loops.
+                let passes = loops.map { $0.submit {} }
+                for pass in passes { try await pass.get() }
                 handedOver = 0
             }
             // Read straight into the buffer the client sends: no `Data` in between, no copy.
