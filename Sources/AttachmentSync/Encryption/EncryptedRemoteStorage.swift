@@ -344,6 +344,45 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
                 return content
             }
         }
+        // A small file is read once, decrypted in memory and written back into the same file, which is then
+        // renamed into place: one file created per download, as without encryption (on ext4 a file created
+        // costs more than 64 KiB written, and more still after many were removed).
+        if let whole = try Self.contentsIfSmall(sealed) {
+            if readsPlain(whole.prefix(304), attachment) {
+                keepSealed = false
+                let sha256 = FileStreaming.sha256(whole)
+                try Self.checkPlain(sha256: sha256, attachment)
+                try files.rename(sealed.path, to: destination.path)
+                progress(TransferProgress(completedBytes: Int64(whole.count), totalBytes: Int64(whole.count)))
+                return RemoteObjectInfo(writtenSize: Int64(whole.count), writtenSHA256: sha256)
+            }
+            let header: EncryptedFormat.Header
+            do {
+                header = try Self.header(of: whole.prefix(304), attachment)
+            } catch {
+                keepSealed = false
+                throw error
+            }
+            // Without the key, the ciphertext waits here for it.
+            let key = try await masterKey(header.keyId, for: attachment)
+            keepSealed = false
+            var stream = DecryptingStream(attachmentId: attachment.id) { _ in key }
+            let content: Data
+            do {
+                content = Data(try stream.update(whole) + (try stream.finish()))
+            } catch let failure as EncryptedFormat.Failure {
+                throw Self.rejected(attachment, failure)
+            }
+            // Moved before it is overwritten: a crash in between leaves ciphertext under the partial download's
+            // name, which the queue removes before it downloads again (this adapter reads no ranges), never
+            // content under the name of the ciphertext kept to resume.
+            try files.rename(sealed.path, to: destination.path)
+            let output = try files.openForWriting(atPath: destination.path, at: nil)
+            defer { output.close() }
+            try output.write(content)
+            progress(TransferProgress(completedBytes: Int64(content.count), totalBytes: Int64(content.count)))
+            return RemoteObjectInfo(writtenSize: Int64(content.count), writtenSHA256: FileStreaming.sha256(content))
+        }
         let start = try Self.start(of: sealed)
         if readsPlain(start, attachment) {
             keepSealed = false
@@ -377,6 +416,21 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
         let segments = contentSize / Int64(EncryptedFormat.segmentSizes.lowerBound) + 1
         // At most 2^53 segments: their tags cannot overflow.
         return contentSize.addingClamped(segments * Int64(EncryptedFormat.tagSize)).addingClamped(48 + 255)
+    }
+
+    /// Stored files up to this size are decrypted in memory once they are downloaded: the ciphertext of any
+    /// file too small to be followed (see ``followedDownloadSize``).
+    static let inMemoryDownloadLimit: Int64 = followedDownloadSize + (64 << 10)
+
+    /// The whole file when it holds at most ``inMemoryDownloadLimit`` bytes, else `nil`.
+    static func contentsIfSmall(_ file: URL) throws -> Data? {
+        let files = SystemFileOperations()
+        guard let size = try files.info(atPath: file.path)?.size, size <= inMemoryDownloadLimit else { return nil }
+        let handle = try files.openForReading(atPath: file.path)
+        defer { try? handle.close() }
+        // Read to its end, whatever the size said: a file that grew since is not taken for a shorter one.
+        let whole = try handle.read(upToCount: Int(inMemoryDownloadLimit) + 1) ?? Data()
+        return whole.count <= inMemoryDownloadLimit ? whole : nil
     }
 
     /// The first 304 bytes of the file (all of it when shorter): enough for any header.

@@ -215,14 +215,15 @@ struct EncryptedRemoteStorageTests {
     }
 
     @Test(
-        "an interrupted download resumes the ciphertext where it stopped; one that waited for its key downloads nothing again"
-    )
-    func downloadsResume() async throws {
+        "an interrupted download resumes the ciphertext where it stopped; one that waited for its key downloads nothing again",
+        // Decrypted in memory once downloaded, and decrypted as it arrives.
+        arguments: [300_000, 3_000_000])
+    func downloadsResume(size: Int) async throws {
         let folder = try TemporaryDirectory()
         let memory = InMemoryRemoteStorage()
         let writer = EncryptedRemoteStorage(wrapping: memory, keys: Self.keys)
         var random = SplitMix64(seed: 31)
-        let content = Data((0..<300_000).map { _ in UInt8(truncatingIfNeeded: random.next()) })
+        let content = Data((0..<size).map { _ in UInt8(truncatingIfNeeded: random.next()) })
         let photo = Self.attachment("photo", content)
         try await writer.uploadFile(data: content, attachment: photo)
         let total = Int64(try #require(await memory.file(named: "photo.jpg")).count)
