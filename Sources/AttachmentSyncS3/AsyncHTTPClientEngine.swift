@@ -169,23 +169,3 @@ struct ByteBufferChunks: AsyncSequence, Sendable {
         AsyncIterator(base: base.makeAsyncIterator(), loops: loops)
     }
 }
-
-/// Reads from `descriptor` until `buffer` is full or the file ends (a read of 0 bytes), retrying reads
-/// interrupted by a signal; returns how many bytes it read.
-///
-/// - Throws: `POSIXError` with the `errno` of a read that failed.
-private func readFully(_ descriptor: Int32, into buffer: UnsafeMutableRawBufferPointer) throws -> Int {
-    guard let base = buffer.baseAddress else { return 0 }
-    var total = 0
-    while total < buffer.count {
-        let count = read(descriptor, base + total, buffer.count - total)
-        if count < 0 {
-            let code = errno
-            if code == EINTR { continue }
-            throw POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO)
-        }
-        if count == 0 { break }
-        total += count
-    }
-    return total
-}

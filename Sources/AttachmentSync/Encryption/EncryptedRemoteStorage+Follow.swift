@@ -24,8 +24,12 @@ extension EncryptedRemoteStorage {
         var written: Int64 = 0
         var input: FileHandle?
         var output: (any FileWriter)?
+        /// What the ciphertext is read into, 1 MiB at a time.
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 64)
 
         init(generation: Int) { self.generation = generation }
+
+        deinit { buffer.deallocate() }
 
         func close() {
             try? input?.close()
@@ -57,10 +61,9 @@ extension EncryptedRemoteStorage {
             guard last.generation == state.generation, state.consumed == last.end, var stream = state.stream,
                 let output = state.output
             else { return nil }
-            let tail = try stream.finish()
-            if !tail.isEmpty {
-                state.hasher.update(data: tail)
-                try output.write(Data(tail))
+            try stream.finish { tail in
+                state.hasher.update(bufferPointer: tail)
+                try output.write(contentsOf: tail)
                 state.written += Int64(tail.count)
             }
             return RemoteObjectInfo(
@@ -104,21 +107,23 @@ extension EncryptedRemoteStorage {
             let end = min(progress.end, state.consumed + Self.followStep)
             try await onBlockingThread {
                 guard let input = state.input, let output = state.output, var stream = state.stream else { return }
+                // Taken out while it runs, so that it is changed in place (no copy of the segment it holds).
+                state.stream = nil
+                defer { state.stream = stream }
                 try input.seek(toOffset: UInt64(state.consumed))
                 while state.consumed < end {
-                    let count = Int(min(end - state.consumed, 1 << 20))
-                    guard let chunk = try input.read(upToCount: count), !chunk.isEmpty else {
+                    let wanted = UnsafeMutableRawBufferPointer(
+                        rebasing: state.buffer[..<Int(min(end - state.consumed, Int64(state.buffer.count)))])
+                    guard try readFully(input.fileDescriptor, into: wanted) == wanted.count else {
                         throw EncryptedFormat.Failure(kind: .truncated, detail: "the file is shorter than reported")
                     }
-                    state.consumed += Int64(chunk.count)
-                    let content = try stream.update(chunk)
-                    if !content.isEmpty {
-                        state.hasher.update(data: content)
-                        try output.write(Data(content))
+                    state.consumed += Int64(wanted.count)
+                    try stream.update(UnsafeRawBufferPointer(wanted)) { content in
+                        state.hasher.update(bufferPointer: content)
+                        try output.write(contentsOf: content)
                         state.written += Int64(content.count)
                     }
                 }
-                state.stream = stream
             }
         }
     }

@@ -83,10 +83,10 @@ extension EncryptedRemoteStorage {
             let header = try header(for: attachment, contentSHA256: contentSHA256, keyId: currentKeyId, key: currentKey)
             let id = attachment.id
             let (_, size, sha256) = try await onBlockingThread {
-                try Self.transform(sealed, into: resealed) { chunk, state in
-                    try state.update(chunk)
-                } finish: { state in
-                    try state.finish()
+                try Self.transform(sealed, into: resealed) { chunk, state, emit in
+                    try state.update(chunk, emit: emit)
+                } finish: { state, emit in
+                    try state.finish(emit: emit)
                 } stream: {
                     Reencryption(
                         opening: try opener?(),
@@ -127,14 +127,20 @@ struct Reencryption {
     var opening: DecryptingStream?
     var sealing: EncryptingStream
 
-    mutating func update(_ chunk: UnsafeBufferPointer<UInt8>) throws -> [UInt8] {
-        guard opening != nil else { return try sealing.update(chunk) }
-        return try sealing.update(try opening!.update(chunk))
+    mutating func update(_ chunk: UnsafeRawBufferPointer, emit: EncryptedRemoteStorage.Emit) throws {
+        // Taken out while both streams run, so that each is changed in place (no copy of what it holds).
+        guard var opening else { return try sealing.update(chunk, emit: emit) }
+        self.opening = nil
+        defer { self.opening = opening }
+        try opening.update(chunk) { content in try sealing.update(content, emit: emit) }
     }
 
-    mutating func finish() throws -> [UInt8] {
-        var out: [UInt8] = []
-        if opening != nil { out = try sealing.update(try opening!.finish()) }
-        return out + (try sealing.finish())
+    mutating func finish(emit: EncryptedRemoteStorage.Emit) throws {
+        if var opening {
+            self.opening = nil
+            defer { self.opening = opening }
+            try opening.finish { content in try sealing.update(content, emit: emit) }
+        }
+        try sealing.finish(emit: emit)
     }
 }

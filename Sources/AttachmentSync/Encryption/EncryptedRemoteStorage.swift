@@ -165,10 +165,10 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
         let header = try header(for: attachment, contentSHA256: contentSHA256 ?? "", keyId: keyId, key: key)
         do {
             let (contentSize, sealedSize, sealedSHA256, readSHA256) = try await onBlockingThread {
-                try Self.transform(fileURL, into: sealed, hashingInput: true) { chunk, stream in
-                    try stream.update(chunk)
-                } finish: { stream in
-                    try stream.finish()
+                try Self.transform(fileURL, into: sealed, hashingInput: true) { chunk, stream, emit in
+                    try stream.update(chunk, emit: emit)
+                } finish: { stream, emit in
+                    try stream.finish(emit: emit)
                 } stream: {
                     try EncryptingStream(header: header, masterKey: key, attachmentId: attachment.id)
                 }
@@ -447,10 +447,10 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
     {
         do {
             let (_, contentSize, contentSHA256) = try await onBlockingThread {
-                try Self.transform(sealed, into: destination) { chunk, stream in
-                    try stream.update(chunk)
-                } finish: { stream in
-                    try stream.finish()
+                try Self.transform(sealed, into: destination) { chunk, stream, emit in
+                    try stream.update(chunk, emit: emit)
+                } finish: { stream, emit in
+                    try stream.finish(emit: emit)
                 } stream: {
                     DecryptingStream(attachmentId: attachment.id) { _ in key }
                 }
@@ -524,13 +524,17 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
             completedBytes: min(contentSize, Int64(share * Double(contentSize))), totalBytes: contentSize)
     }
 
+    /// The emitted bytes a stream hands on: its output, given to a ``transform(_:into:hashing:update:finish:stream:)``.
+    typealias Emit = (UnsafeRawBufferPointer) throws -> Void
+
     /// Streams the file at `source` through a stream into `target` (created or truncated; not flushed: an
     /// upload's sealed copy is removed after the upload, and the queue flushes a download's file itself),
     /// 1 MiB at a time; returns the sizes read and written and, with `hashing`, the SHA-256 of what was
     /// written.
     static func transform<Stream>(
         _ source: URL, into target: URL, hashing: Bool = true,
-        update: (UnsafeBufferPointer<UInt8>, inout Stream) throws -> [UInt8], finish: (inout Stream) throws -> [UInt8],
+        update: (UnsafeRawBufferPointer, inout Stream, Emit) throws -> Void,
+        finish: (inout Stream, Emit) throws -> Void,
         stream makeStream: () throws -> Stream
     ) throws -> (read: Int64, written: Int64, sha256: String) {
         let result = try transform(
@@ -541,33 +545,61 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
 
     /// ``transform(_:into:hashing:update:finish:stream:)`` that also returns, with `hashingInput`, the SHA-256
     /// of what was read.
+    ///
+    /// The file is read into one buffer and the stream's output gathered in another, both reused: no memory
+    /// is allocated per chunk, and the output is written (and hashed) 1 MiB at a time.
     static func transform<Stream>(
         _ source: URL, into target: URL, hashing: Bool = true, hashingInput: Bool,
-        update: (UnsafeBufferPointer<UInt8>, inout Stream) throws -> [UInt8], finish: (inout Stream) throws -> [UInt8],
+        update: (UnsafeRawBufferPointer, inout Stream, Emit) throws -> Void,
+        finish: (inout Stream, Emit) throws -> Void,
         stream makeStream: () throws -> Stream
     ) throws -> (read: Int64, written: Int64, sha256: String, readSHA256: String) {
+        let chunkSize = 1 << 20
         var stream = try makeStream()
         let files = SystemFileOperations()
         let input = try files.openForReading(atPath: source.path)
         defer { try? input.close() }
         let output = try files.openForWriting(atPath: target.path, at: nil)
         defer { output.close() }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 64)
+        defer { buffer.deallocate() }
+        var gathered: [UInt8] = []
+        gathered.reserveCapacity(chunkSize + (64 << 10))
         var hasher = SHA256()
         var inputHasher = SHA256()
         var read: Int64 = 0
         var written: Int64 = 0
-        func emit(_ bytes: [UInt8]) throws {
-            guard !bytes.isEmpty else { return }
-            if hashing { hasher.update(data: bytes) }
-            try output.write(Data(bytes))
-            written += Int64(bytes.count)
+        func flush() throws {
+            guard !gathered.isEmpty else { return }
+            try gathered.withUnsafeBytes { bytes in
+                if hashing { hasher.update(bufferPointer: bytes) }
+                try output.write(contentsOf: bytes)
+            }
+            written += Int64(gathered.count)
+            gathered.removeAll(keepingCapacity: true)
         }
-        while let chunk = try input.read(upToCount: 1 << 20), !chunk.isEmpty {
-            read += Int64(chunk.count)
-            if hashingInput { inputHasher.update(data: chunk) }
-            try emit(chunk.withUnsafeBytes { try update($0.bindMemory(to: UInt8.self), &stream) })
+        func emit(_ bytes: UnsafeRawBufferPointer) throws {
+            gathered.append(contentsOf: bytes)
+            if gathered.count >= chunkSize { try flush() }
         }
-        try emit(finish(&stream))
+        while true {
+            let count: Int
+            do {
+                count = try readFully(input.fileDescriptor, into: buffer)
+            } catch {
+                throw AttachmentError(
+                    code: .fileSystem, message: "cannot read \(source.path): \(error)", path: source.path,
+                    underlying: error)
+            }
+            guard count > 0 else { break }
+            let chunk = UnsafeRawBufferPointer(rebasing: buffer[..<count])
+            read += Int64(count)
+            if hashingInput { inputHasher.update(bufferPointer: chunk) }
+            try update(chunk, &stream, emit)
+            if count < chunkSize { break }
+        }
+        try finish(&stream, emit)
+        try flush()
         return (
             read, written, hashing ? FileStreaming.hex(hasher.finalize()) : "",
             hashingInput ? FileStreaming.hex(inputHasher.finalize()) : ""

@@ -27,28 +27,59 @@ struct EncryptingStream {
     /// The encrypted bytes for `content` (the header first, on the first call): every whole segment it
     /// completes.
     mutating func update(_ content: some Collection<UInt8>) throws -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(header.length + (pending.count + content.count) / header.segmentSize * segmentLength)
+        try Self.withBytes(content) { bytes in try update(bytes) { out.append(contentsOf: $0) } }
+        return out
+    }
+
+    /// Hands `emit` the encrypted bytes for `content` as they are made (the header first, on the first call;
+    /// then each segment `content` completes, its ciphertext and its tag), without copying them. A whole
+    /// segment of `content` is sealed from where it is; only a segment's start or end is held.
+    mutating func update(_ content: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) throws -> Void) throws {
         guard !finished else { throw Self.usedAfterFinish }
-        var out = takeHeader()
-        out.reserveCapacity(out.count + (pending.count + content.count) / header.segmentSize * segmentLength)
+        try emitHeader(emit)
         var rest = content[...]
-        while !rest.isEmpty {
+        if !pending.isEmpty {
             let room = header.segmentSize - pending.count
             pending += rest.prefix(room)
             rest = rest.dropFirst(room)
-            if pending.count == header.segmentSize {
-                out += try seal(last: false)
-            }
+            guard pending.count == header.segmentSize else { return }
+            try pending.withUnsafeBytes { try seal($0, last: false, emit: emit) }
+            pending.removeAll(keepingCapacity: true)
         }
-        return out
+        while rest.count >= header.segmentSize {
+            try seal(UnsafeRawBufferPointer(rebasing: rest.prefix(header.segmentSize)), last: false, emit: emit)
+            rest = rest.dropFirst(header.segmentSize)
+        }
+        pending += rest
     }
 
     /// The last segment (holding what is left, maybe nothing).
     mutating func finish() throws -> [UInt8] {
-        guard !finished else { throw Self.usedAfterFinish }
-        var out = takeHeader()
-        out += try seal(last: true)
-        finished = true
+        var out: [UInt8] = []
+        try finish { out.append(contentsOf: $0) }
         return out
+    }
+
+    /// Hands `emit` the last segment (holding what is left, maybe nothing), and the header first when no
+    /// content came.
+    mutating func finish(emit: (UnsafeRawBufferPointer) throws -> Void) throws {
+        guard !finished else { throw Self.usedAfterFinish }
+        try emitHeader(emit)
+        try pending.withUnsafeBytes { try seal($0, last: true, emit: emit) }
+        pending.removeAll()
+        finished = true
+    }
+
+    /// Runs `body` with `bytes` as contiguous memory (copied only when the collection is not).
+    static func withBytes<Result>(
+        _ bytes: some Collection<UInt8>, _ body: (UnsafeRawBufferPointer) throws -> Result
+    ) throws -> Result {
+        if let result = try bytes.withContiguousStorageIfAvailable({ try body(UnsafeRawBufferPointer($0)) }) {
+            return result
+        }
+        return try Array(bytes).withUnsafeBytes(body)
     }
 
     /// A stream used after its last segment was sealed: a mistake of the caller's, reported rather than
@@ -56,24 +87,24 @@ struct EncryptingStream {
     static let usedAfterFinish = EncryptedFormat.Failure(
         kind: .trailingBytes, detail: "the stream was used after its last segment was sealed")
 
-    private mutating func takeHeader() -> [UInt8] {
-        guard !headerWritten else { return [] }
+    private mutating func emitHeader(_ emit: (UnsafeRawBufferPointer) throws -> Void) throws {
+        guard !headerWritten else { return }
         headerWritten = true
-        return header.bytes
+        try header.bytes.withUnsafeBytes(emit)
     }
 
-    private mutating func seal(last: Bool) throws -> [UInt8] {
+    private mutating func seal(
+        _ content: UnsafeRawBufferPointer, last: Bool, emit: (UnsafeRawBufferPointer) throws -> Void
+    ) throws {
         guard index < UInt32.max else {
             throw EncryptedFormat.Failure(kind: .badHeader, detail: "the content is too long for one file")
         }
         let box = try AES.GCM.seal(
-            pending, using: key, nonce: EncryptedFormat.nonce(header, index: index, last: last),
+            content, using: key, nonce: EncryptedFormat.nonce(header, index: index, last: last),
             authenticating: additionalData)
         index += 1
-        pending.removeAll(keepingCapacity: true)
-        var sealed = Array(box.ciphertext)
-        sealed.append(contentsOf: box.tag)
-        return sealed
+        try box.ciphertext.withUnsafeBytes(emit)
+        try box.tag.withUnsafeBytes(emit)
     }
 }
 
@@ -114,38 +145,66 @@ struct DecryptingStream {
         self.index = index
     }
 
+    /// The content of every segment `bytes` completes that authenticated.
     mutating func update(_ bytes: some Collection<UInt8>) throws -> [UInt8] {
-        pending.append(contentsOf: bytes)
         var out: [UInt8] = []
-        // Where the bytes not consumed yet begin: the consumed ones are dropped once, at the end.
-        var start = 0
-        defer { pending.removeFirst(min(start, pending.count)) }
-        if header == nil {
-            guard let parsed = try EncryptedFormat.Header.parse(pending) else { return [] }
+        out.reserveCapacity(pending.count + bytes.count)
+        try EncryptingStream.withBytes(bytes) { raw in try update(raw) { out.append(contentsOf: $0) } }
+        return out
+    }
+
+    /// Hands `emit` the content of every segment `bytes` completes, once it authenticated. A whole segment of
+    /// `bytes` is opened from where it is; only the header and a segment's start or end are held.
+    mutating func update(_ bytes: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) throws -> Void) throws {
+        guard header != nil else {
+            pending.append(contentsOf: bytes)
+            guard let parsed = try EncryptedFormat.Header.parse(pending) else { return }
             header = parsed
             key = EncryptedFormat.fileKey(master: try keyFor(parsed.keyId), header: parsed)
             additionalData = EncryptedFormat.additionalData(parsed, attachmentId: attachmentId)
-            start = parsed.length
+            let held = Array(pending[parsed.length...])
+            pending.removeAll(keepingCapacity: true)
+            try held.withUnsafeBytes { try consume($0, emit: emit) }
+            return
         }
-        guard let header else { return [] }
-        let whole = header.segmentSize + EncryptedFormat.tagSize
-        out.reserveCapacity((pending.count - start) / whole * header.segmentSize)
+        try consume(bytes, emit: emit)
+    }
+
+    /// Opens the whole segments of what `pending` holds followed by `bytes`, and holds the rest.
+    private mutating func consume(_ bytes: UnsafeRawBufferPointer, emit: (UnsafeRawBufferPointer) throws -> Void)
+        throws
+    {
+        guard let header else { return }
         // A whole-size segment is never the last: it opens as soon as it is here.
-        while pending.count - start >= whole {
-            if sawLast {
-                throw EncryptedFormat.Failure(kind: .trailingBytes, detail: "bytes follow the last segment")
-            }
-            out += try open(pending[start..<(start + whole)], last: false)
-            start += whole
-        }
-        if sawLast, pending.count > start {
+        let whole = header.segmentSize + EncryptedFormat.tagSize
+        var rest = bytes[...]
+        if sawLast, !rest.isEmpty {
             throw EncryptedFormat.Failure(kind: .trailingBytes, detail: "bytes follow the last segment")
         }
-        return out
+        if !pending.isEmpty {
+            let room = whole - pending.count
+            pending += rest.prefix(room)
+            rest = rest.dropFirst(room)
+            guard pending.count == whole else { return }
+            try pending.withUnsafeBytes { try open($0, last: false, emit: emit) }
+            pending.removeAll(keepingCapacity: true)
+        }
+        while rest.count >= whole {
+            try open(UnsafeRawBufferPointer(rebasing: rest.prefix(whole)), last: false, emit: emit)
+            rest = rest.dropFirst(whole)
+        }
+        pending += rest
     }
 
     /// The content of the last segment; throws when the file was cut short or extended.
     mutating func finish() throws -> [UInt8] {
+        var out: [UInt8] = []
+        try finish { out.append(contentsOf: $0) }
+        return out
+    }
+
+    /// Hands `emit` the content of the last segment; throws when the file was cut short or extended.
+    mutating func finish(emit: (UnsafeRawBufferPointer) throws -> Void) throws {
         guard header != nil else {
             throw EncryptedFormat.Failure(kind: .truncated, detail: "the content ends inside the header")
         }
@@ -153,27 +212,27 @@ struct DecryptingStream {
             guard pending.isEmpty else {
                 throw EncryptedFormat.Failure(kind: .trailingBytes, detail: "bytes follow the last segment")
             }
-            return []
+            return
         }
         guard pending.count >= EncryptedFormat.tagSize else {
             throw EncryptedFormat.Failure(kind: .truncated, detail: "the content ends before its last segment")
         }
-        let out = try open(pending[...], last: true)
+        try pending.withUnsafeBytes { try open($0, last: true, emit: emit) }
         pending = []
-        return out
     }
 
-    private mutating func open(_ segment: ArraySlice<UInt8>, last: Bool) throws -> [UInt8] {
-        guard let header, let key else { return [] }
-        let tagStart = segment.endIndex - EncryptedFormat.tagSize
+    private mutating func open(
+        _ segment: UnsafeRawBufferPointer, last: Bool, emit: (UnsafeRawBufferPointer) throws -> Void
+    ) throws {
+        guard let header, let key else { return }
+        let tagStart = segment.count - EncryptedFormat.tagSize
+        let content: Data
         do {
             let box = try AES.GCM.SealedBox(
-                nonce: EncryptedFormat.nonce(header, index: index, last: last), ciphertext: segment[..<tagStart],
-                tag: segment[tagStart...])
-            let content = try AES.GCM.open(box, using: key, authenticating: additionalData)
-            index += 1
-            if last { sawLast = true }
-            return Array(content)
+                nonce: EncryptedFormat.nonce(header, index: index, last: last),
+                ciphertext: UnsafeRawBufferPointer(rebasing: segment[..<tagStart]),
+                tag: UnsafeRawBufferPointer(rebasing: segment[tagStart...]))
+            content = try AES.GCM.open(box, using: key, authenticating: additionalData)
         } catch {
             // Changed, moved, from another file or another attachment's, the wrong key, or not the last
             // segment although the content ends there (cut short): the same answer, nothing opened.
@@ -181,5 +240,8 @@ struct DecryptingStream {
                 kind: .segmentRejected,
                 detail: "segment \(index) does not authenticate\(last ? " as the last one" : "")")
         }
+        index += 1
+        if last { sawLast = true }
+        try content.withUnsafeBytes(emit)
     }
 }

@@ -24,19 +24,21 @@ final class DescriptorWriter: FileWriter {
     deinit { close() }
 
     func write(_ data: Data) throws {
-        try data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) in
-            guard var pointer = buffer.baseAddress else { return }
-            var remaining = buffer.count
-            while remaining > 0 {
-                let written = systemWrite(descriptor, pointer, remaining)
-                if written < 0 {
-                    let code = errno
-                    if code == EINTR { continue }
-                    throw SystemFileOperations.error(code, "cannot write", path)
-                }
-                remaining -= written
-                pointer += written
+        try data.withUnsafeBytes { try write(contentsOf: $0) }
+    }
+
+    func write(contentsOf buffer: UnsafeRawBufferPointer) throws {
+        guard var pointer = buffer.baseAddress else { return }
+        var remaining = buffer.count
+        while remaining > 0 {
+            let written = systemWrite(descriptor, pointer, remaining)
+            if written < 0 {
+                let code = errno
+                if code == EINTR { continue }
+                throw SystemFileOperations.error(code, "cannot write", path)
             }
+            remaining -= written
+            pointer += written
         }
     }
 

@@ -57,10 +57,19 @@ extension FileOperations {
 package protocol FileWriter: AnyObject {
     /// Appends `data` at the current position.
     func write(_ data: Data) throws
+    /// Appends `bytes` at the current position. The default copies them into a `Data` for
+    /// ``write(_:)``.
+    func write(contentsOf bytes: UnsafeRawBufferPointer) throws
     /// Flushes what was written to stable storage.
     func synchronize() throws
     /// Closes the file. Closing twice is harmless.
     func close()
+}
+
+extension FileWriter {
+    package func write(contentsOf bytes: UnsafeRawBufferPointer) throws {
+        try write(Data(bytes))
+    }
 }
 
 /// What a path names.
