@@ -566,7 +566,7 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
         var gathered: [UInt8] = []
         gathered.reserveCapacity(chunkSize + (64 << 10))
         var hasher = SHA256()
-        var inputHasher = SHA256()
+        let inputHasher = hashingInput ? ConcurrentHasher() : nil
         var read: Int64 = 0
         var written: Int64 = 0
         func flush() throws {
@@ -594,15 +594,55 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
             guard count > 0 else { break }
             let chunk = UnsafeRawBufferPointer(rebasing: buffer[..<count])
             read += Int64(count)
-            if hashingInput { inputHasher.update(bufferPointer: chunk) }
-            try update(chunk, &stream, emit)
+            if let inputHasher {
+                // Hashed on another thread while the stream reads the same bytes; the buffer is not reused
+                // before the hash is done.
+                inputHasher.update(chunk)
+                defer { inputHasher.wait() }
+                try update(chunk, &stream, emit)
+            } else {
+                try update(chunk, &stream, emit)
+            }
             if count < chunkSize { break }
         }
         try finish(&stream, emit)
         try flush()
         return (
             read, written, hashing ? FileStreaming.hex(hasher.finalize()) : "",
-            hashingInput ? FileStreaming.hex(inputHasher.finalize()) : ""
+            inputHasher?.finalize() ?? ""
         )
+    }
+}
+
+/// A SHA-256 computed on a thread of its own, one block of bytes at a time, so that a pass over a file can
+/// hash what it reads while it does something else with the same bytes.
+final class ConcurrentHasher: @unchecked Sendable {
+    // Why `@unchecked Sendable` is safe: `hasher` is only touched by the jobs of `queue` (serial, so one at a
+    // time) and by `finalize()`, which first waits for every job; a job's bytes are only read, and the caller
+    // keeps them alive and unchanged until its `wait()` returns (see `update(_:)`). The group's `wait()` orders
+    // everything a job did before what follows it.
+    private var hasher = SHA256()
+    private let queue = DispatchQueue(label: "AttachmentSync.ConcurrentHasher")
+    private let group = DispatchGroup()
+
+    /// Starts hashing `bytes`, which must stay allocated and unchanged until ``wait()`` returns.
+    func update(_ bytes: UnsafeRawBufferPointer) {
+        let block = BorrowedBytes(bytes: bytes)
+        queue.async(group: group) { self.hasher.update(bufferPointer: block.bytes) }
+    }
+
+    /// Returns once every block given so far is hashed.
+    func wait() { group.wait() }
+
+    /// The SHA-256 (lowercase hex) of every block, once they are hashed.
+    func finalize() -> String {
+        wait()
+        return FileStreaming.hex(hasher.finalize())
+    }
+
+    /// Bytes lent to the hashing thread. `@unchecked Sendable`: only read there, while the lender waits for
+    /// the job (see ``ConcurrentHasher/update(_:)``).
+    private struct BorrowedBytes: @unchecked Sendable {
+        let bytes: UnsafeRawBufferPointer
     }
 }
