@@ -106,21 +106,21 @@ public struct SqlCursor {
     public func getString(name: String) throws -> String { try required(name, getStringOptional) }
     /// The `TEXT` value of a column, or `nil` for `NULL`.
     public func getStringOptional(name: String) throws -> String? {
-        try typed(name, "TEXT") { if case .text(let value) = $0 { value } else { nil } }
+        try stringOptional(at: columns.index(of: name), name: name)
     }
 
     /// The `INTEGER` value of a column.
     public func getInt(name: String) throws -> Int { try required(name, getIntOptional) }
     /// The `INTEGER` value of a column, or `nil` for `NULL`.
     public func getIntOptional(name: String) throws -> Int? {
-        try typed(name, "INTEGER") { if case .integer(let value) = $0 { Int(exactly: value) } else { nil } }
+        try intOptional(at: columns.index(of: name), name: name)
     }
 
     /// The `INTEGER` value of a column.
     public func getInt64(name: String) throws -> Int64 { try required(name, getInt64Optional) }
     /// The `INTEGER` value of a column, or `nil` for `NULL`.
     public func getInt64Optional(name: String) throws -> Int64? {
-        try typed(name, "INTEGER") { if case .integer(let value) = $0 { value } else { nil } }
+        try int64Optional(at: columns.index(of: name), name: name)
     }
 
     /// The `REAL` (or `INTEGER`) value of a column.
@@ -140,7 +140,7 @@ public struct SqlCursor {
     public func getBoolean(name: String) throws -> Bool { try required(name, getBooleanOptional) }
     /// The `INTEGER` value of a column as a boolean, or `nil` for `NULL`.
     public func getBooleanOptional(name: String) throws -> Bool? {
-        try typed(name, "INTEGER (boolean)") { if case .integer(let value) = $0 { value != 0 } else { nil } }
+        try booleanOptional(at: columns.index(of: name), name: name)
     }
 
     /// The `BLOB` value of a column.
@@ -154,8 +154,35 @@ public struct SqlCursor {
         try typed(at: columns.index(of: name), name: name, expected, extract)
     }
 
+    // The getters by position, for a reader that looked the columns up once for many rows (`index` `nil`:
+    // the row has no column `name`): the same types and errors as the named getters, which use them.
+
+    /// ``getStringOptional(name:)`` of the column `name` found at `index`.
+    func stringOptional(at index: Int?, name: String) throws -> String? {
+        try typed(at: index, name: name, "TEXT") { if case .text(let value) = $0 { value } else { nil } }
+    }
+
+    /// ``getIntOptional(name:)`` of the column `name` found at `index`.
+    func intOptional(at index: Int?, name: String) throws -> Int? {
+        try typed(at: index, name: name, "INTEGER") {
+            if case .integer(let value) = $0 { Int(exactly: value) } else { nil }
+        }
+    }
+
+    /// ``getInt64Optional(name:)`` of the column `name` found at `index`.
+    func int64Optional(at index: Int?, name: String) throws -> Int64? {
+        try typed(at: index, name: name, "INTEGER") { if case .integer(let value) = $0 { value } else { nil } }
+    }
+
+    /// ``getBooleanOptional(name:)`` of the column `name` found at `index`.
+    func booleanOptional(at index: Int?, name: String) throws -> Bool? {
+        try typed(at: index, name: name, "INTEGER (boolean)") {
+            if case .integer(let value) = $0 { value != 0 } else { nil }
+        }
+    }
+
     /// The typed value of the column `name` found at `index`, with the errors of the named getters.
-    func typed<T>(at index: Int?, name: String, _ expected: String, _ extract: (SqlValue) -> T?) throws -> T? {
+    private func typed<T>(at index: Int?, name: String, _ expected: String, _ extract: (SqlValue) -> T?) throws -> T? {
         let value = try value(at: index, name: name)
         if case .null = value { return nil }
         guard let result = extract(value) else {
@@ -169,14 +196,16 @@ public struct SqlCursor {
     }
 
     private func required<T>(_ name: String, _ getter: (String) throws -> T?) throws -> T {
-        guard let value = try getter(name) else {
-            throw LocalDatabaseError(
-                code: .nullValue,
-                message: "column \(String(reflecting: name)) is NULL; use the Optional getter to read NULLs",
-                name: name
-            )
-        }
+        guard let value = try getter(name) else { throw Self.null(name) }
         return value
+    }
+
+    /// The error of a required getter reading `NULL` in the column `name`.
+    static func null(_ name: String) -> LocalDatabaseError {
+        LocalDatabaseError(
+            code: .nullValue,
+            message: "column \(String(reflecting: name)) is NULL; use the Optional getter to read NULLs",
+            name: name)
     }
 }
 

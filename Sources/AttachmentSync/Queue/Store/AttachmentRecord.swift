@@ -104,8 +104,8 @@ extension AttachmentRecord {
 
         /// The id of the cursor's row (a required `TEXT`), without reading the rest of the record.
         mutating func id(_ cursor: SqlCursor) throws -> String {
-            let string = try Self.text(cursor, layout(for: cursor).id, "id")
-            guard let string else { throw Self.null("id") }
+            let string = try cursor.stringOptional(at: layout(for: cursor).id, name: "id")
+            guard let string else { throw SqlCursor.null("id") }
             return string
         }
 
@@ -124,7 +124,9 @@ extension AttachmentRecord {
         }
 
         private static func record(id: String, _ cursor: SqlCursor, _ at: Layout) throws -> AttachmentRecord {
-            guard let rawState = try int(cursor, at.state, "state") else { throw null("state") }
+            guard let rawState = try cursor.intOptional(at: at.state, name: "state") else {
+                throw SqlCursor.null("state")
+            }
             guard let state = AttachmentState(rawValue: rawState) else {
                 throw LocalDatabaseError(
                     code: .typeMismatch,
@@ -134,58 +136,30 @@ extension AttachmentRecord {
             }
             var record = AttachmentRecord(
                 id: id,
-                filename: try text(cursor, at.filename, "filename") ?? id,
+                filename: try cursor.stringOptional(at: at.filename, name: "filename") ?? id,
                 state: state,
-                timestamp: try int64(cursor, at.timestamp, "timestamp") ?? 0,
-                hasSynced: try boolean(cursor, at.hasSynced, "has_synced") ?? false,
-                localPath: try text(cursor, at.localUri, "local_uri"),
-                mediaType: try text(cursor, at.mediaType, "media_type"),
-                size: try int64(cursor, at.size, "size"),
-                metaData: try text(cursor, at.metaData, "meta_data"),
-                contentHash: try text(cursor, at.contentHash, "content_hash")
+                timestamp: try cursor.int64Optional(at: at.timestamp, name: "timestamp") ?? 0,
+                hasSynced: try cursor.booleanOptional(at: at.hasSynced, name: "has_synced") ?? false,
+                localPath: try cursor.stringOptional(at: at.localUri, name: "local_uri"),
+                mediaType: try cursor.stringOptional(at: at.mediaType, name: "media_type"),
+                size: try cursor.int64Optional(at: at.size, name: "size"),
+                metaData: try cursor.stringOptional(at: at.metaData, name: "meta_data"),
+                contentHash: try cursor.stringOptional(at: at.contentHash, name: "content_hash")
             )
-            record.attempts = try int(cursor, at.attempts, "attempts") ?? 0
-            record.nextAttemptAt = try int64(cursor, at.nextAttemptAt, "next_attempt_at")
-            record.lastError = try text(cursor, at.lastError, "last_error")
-            record.onDemand = try boolean(cursor, at.onDemand, "on_demand") ?? false
-            record.pinned = try boolean(cursor, at.pinned, "pinned") ?? false
-            record.lastUsedAt = try int64(cursor, at.lastUsedAt, "last_used_at")
-            record.givenUp = try int(cursor, at.givenUp, "given_up").flatMap(AttachmentState.init(rawValue:))
-            record.awaitingUpload = try int(cursor, at.awaitingUpload, "awaiting_upload")
-            record.connectivityFailures = try int(cursor, at.connectivityFailure, "connectivity_failure")
-            record.localUnavailable = try int(cursor, at.localUnavailable, "local_unavailable")
-            record.keyUnavailable = try int(cursor, at.keyUnavailable, "key_unavailable")
+            record.attempts = try cursor.intOptional(at: at.attempts, name: "attempts") ?? 0
+            record.nextAttemptAt = try cursor.int64Optional(at: at.nextAttemptAt, name: "next_attempt_at")
+            record.lastError = try cursor.stringOptional(at: at.lastError, name: "last_error")
+            record.onDemand = try cursor.booleanOptional(at: at.onDemand, name: "on_demand") ?? false
+            record.pinned = try cursor.booleanOptional(at: at.pinned, name: "pinned") ?? false
+            record.lastUsedAt = try cursor.int64Optional(at: at.lastUsedAt, name: "last_used_at")
+            record.givenUp = try cursor.intOptional(at: at.givenUp, name: "given_up").flatMap(
+                AttachmentState.init(rawValue:))
+            record.awaitingUpload = try cursor.intOptional(at: at.awaitingUpload, name: "awaiting_upload")
+            record.connectivityFailures = try cursor.intOptional(
+                at: at.connectivityFailure, name: "connectivity_failure")
+            record.localUnavailable = try cursor.intOptional(at: at.localUnavailable, name: "local_unavailable")
+            record.keyUnavailable = try cursor.intOptional(at: at.keyUnavailable, name: "key_unavailable")
             return record
-        }
-
-        // The typed reads of `SqlCursor`'s named getters, by position: the same types, the same errors.
-        private static func text(_ cursor: SqlCursor, _ index: Int?, _ name: String) throws -> String? {
-            try cursor.typed(at: index, name: name, "TEXT") { if case .text(let value) = $0 { value } else { nil } }
-        }
-
-        private static func int64(_ cursor: SqlCursor, _ index: Int?, _ name: String) throws -> Int64? {
-            try cursor.typed(at: index, name: name, "INTEGER") {
-                if case .integer(let value) = $0 { value } else { nil }
-            }
-        }
-
-        private static func int(_ cursor: SqlCursor, _ index: Int?, _ name: String) throws -> Int? {
-            try cursor.typed(at: index, name: name, "INTEGER") {
-                if case .integer(let value) = $0 { Int(exactly: value) } else { nil }
-            }
-        }
-
-        private static func boolean(_ cursor: SqlCursor, _ index: Int?, _ name: String) throws -> Bool? {
-            try cursor.typed(at: index, name: name, "INTEGER (boolean)") {
-                if case .integer(let value) = $0 { value != 0 } else { nil }
-            }
-        }
-
-        private static func null(_ name: String) -> LocalDatabaseError {
-            LocalDatabaseError(
-                code: .nullValue,
-                message: "column \(String(reflecting: name)) is NULL; use the Optional getter to read NULLs",
-                name: name)
         }
     }
 
