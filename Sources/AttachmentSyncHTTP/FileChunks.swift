@@ -133,15 +133,24 @@ enum PayloadDigests {
     static func of(
         fileAt url: URL, offset: Int64, length: Int64, files: any FileOperations
     ) async throws -> (md5: String, sha256: String) {
-        var md5 = Insecure.MD5()
+        let digests = try await of(fileAt: url, offset: offset, length: length, md5: true, files: files)
+        return (digests.md5 ?? "", digests.sha256)
+    }
+
+    /// The digests of `length` bytes of the file at `url` from `offset` on, read through `files`; the MD5
+    /// only when `md5` is `true` (`nil` otherwise).
+    static func of(
+        fileAt url: URL, offset: Int64, length: Int64, md5 wantsMD5: Bool, files: any FileOperations
+    ) async throws -> (md5: String?, sha256: String) {
+        var md5 = wantsMD5 ? Insecure.MD5() : nil
         var sha256 = SHA256()
         try await files.readChunks(
             atPath: url.path, offset: offset, length: length, chunkSize: FileChunks.chunkSize
         ) { chunk in
-            md5.update(data: chunk)
+            md5?.update(data: chunk)
             sha256.update(data: chunk)
         }
-        return (Data(md5.finalize()).base64EncodedString(), SigV4Signer.hex(sha256.finalize()))
+        return (md5.map { Data($0.finalize()).base64EncodedString() }, SigV4Signer.hex(sha256.finalize()))
     }
 
     /// The SHA-256 (hex) alone of `length` bytes of the file at `url` from `offset` on, read through `files`:
@@ -160,7 +169,16 @@ enum PayloadDigests {
 
     /// The digests of `data`.
     static func of(_ data: Data) -> (md5: String, sha256: String) {
-        (Data(Insecure.MD5.hash(data: data)).base64EncodedString(), SigV4Signer.hex(SHA256.hash(data: data)))
+        let digests = of(data, md5: true)
+        return (digests.md5 ?? "", digests.sha256)
+    }
+
+    /// The digests of `data`; the MD5 only when `md5` is `true` (`nil` otherwise).
+    static func of(_ data: Data, md5: Bool) -> (md5: String?, sha256: String) {
+        (
+            md5 ? Data(Insecure.MD5.hash(data: data)).base64EncodedString() : nil,
+            SigV4Signer.hex(SHA256.hash(data: data))
+        )
     }
 }
 

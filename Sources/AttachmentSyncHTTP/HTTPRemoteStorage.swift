@@ -234,7 +234,7 @@ public final class HTTPRemoteStorage: RemoteStorageAdapter {
     ///   content is other bytes.
     public func uploadFile(data: Data, attachment: Attachment) async throws {
         _ = try url(for: attachment)
-        let sha256 = PayloadDigests.of(data).sha256
+        let sha256 = PayloadDigests.of(data, md5: false).sha256
         try S3RemoteStorage.checkContent(sha256, of: attachment, key: attachment.filename)
         if try await isUploaded(sha256, attachment) { return }
         try await BandwidthThrottle.current?.take(data.count)

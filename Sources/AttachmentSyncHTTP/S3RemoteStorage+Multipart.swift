@@ -230,12 +230,12 @@ extension S3RemoteStorage {
         let offset = Int64(number - 1) * partSize
         let length = Self.length(ofPart: number, partSize: partSize, fileSize: fileSize)
         let digests = try await PayloadDigests.of(
-            fileAt: fileURL, offset: offset, length: length, files: transport.files)
+            fileAt: fileURL, offset: offset, length: length, md5: configuration.sendsContentMD5, files: transport.files)
         let event = RequestEvent(operation: "UploadPart", method: "PUT", object: key, partNumber: number)
         return try await transport.watched(event, attachmentId: attachment.id) { meter in
             let request = S3Request(
                 method: .put, key: key, query: [("partNumber", String(number)), ("uploadId", uploadId)],
-                headers: [("content-md5", digests.md5)],
+                headers: digests.md5.map { [("content-md5", $0)] } ?? [],
                 body: .file(fileURL, offset: offset, length: length) { count in
                     meter.add(Int64(count))
                     onChunk(count)

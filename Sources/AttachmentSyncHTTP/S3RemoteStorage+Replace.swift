@@ -25,7 +25,8 @@ extension S3RemoteStorage: ReplaceableRemoteStorage {
                 message: "replacing \(String(reflecting: key)) with \(size) bytes takes more than one request allows",
                 attachmentId: attachment.id, name: key)
         }
-        let digests = try await PayloadDigests.of(fileAt: fileURL, offset: 0, length: size, files: transport.files)
+        let digests = try await PayloadDigests.of(
+            fileAt: fileURL, offset: 0, length: size, md5: configuration.sendsContentMD5, files: transport.files)
         try Self.checkContent(digests.sha256, of: attachment, key: key)
         var previousETag: String?
         for unquoted in [false, true] {

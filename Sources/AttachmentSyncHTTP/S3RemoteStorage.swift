@@ -111,7 +111,7 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     ///   content is other bytes.
     public func uploadFile(data: Data, attachment: Attachment) async throws {
         let key = try objectKey(for: attachment)
-        let digests = PayloadDigests.of(data)
+        let digests = PayloadDigests.of(data, md5: configuration.sendsContentMD5)
         try Self.checkContent(digests.sha256, of: attachment, key: key)
         try await BandwidthThrottle.current?.take(data.count)
         let request = S3Request(
@@ -162,7 +162,8 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
                 fileURL: fileURL, size: size, key: key, attachment: attachment, progress: progress)
             return
         }
-        let digests = try await PayloadDigests.of(fileAt: fileURL, offset: 0, length: size, files: transport.files)
+        let digests = try await PayloadDigests.of(
+            fileAt: fileURL, offset: 0, length: size, md5: configuration.sendsContentMD5, files: transport.files)
         try Self.checkContent(digests.sha256, of: attachment, key: key)
         let event = RequestEvent(operation: "PutObject", method: "PUT", object: key)
         try await transport.watched(event, attachmentId: attachment.id) { meter in
@@ -353,10 +354,13 @@ public final class S3RemoteStorage: RemoteStorageAdapter {
     /// The user-metadata header that keeps an object's SHA-256 (lowercase hex).
     static let sha256MetadataHeader = "x-amz-meta-sha256"
 
+    /// The headers of an upload of the attachment: its `Content-MD5` when there is one, its SHA-256 stored
+    /// with the object, and its media type.
     func uploadHeaders(
-        _ attachment: Attachment, md5: String, sha256: String
+        _ attachment: Attachment, md5: String?, sha256: String
     ) -> [(name: String, value: String)] {
-        var headers: [(name: String, value: String)] = [("content-md5", md5), (Self.sha256MetadataHeader, sha256)]
+        var headers: [(name: String, value: String)] = md5.map { [("content-md5", $0)] } ?? []
+        headers.append((Self.sha256MetadataHeader, sha256))
         if let mediaType = attachment.mediaType, !mediaType.isEmpty {
             headers.append(("content-type", mediaType))
         }

@@ -78,12 +78,13 @@ struct S3IntegrityTests {
         }
     }
 
-    /// Ceph (16) checks no SHA-256 a request carries (`x-amz-content-sha256`, `x-amz-checksum-sha256`): only
-    /// `Content-MD5`. So the MD5 of what the adapter hashed is all that stops other bytes from being stored.
+    /// Ceph (16) checks both the `Content-MD5` and the signed `x-amz-content-sha256` of what the adapter
+    /// hashed (not `x-amz-checksum-sha256`): with `sendsContentMD5` off, the signed SHA-256 alone must still
+    /// stop other bytes from being stored.
     @Test(
-        "bytes that change between the digest and the send are refused by the server, single and multipart",
-        arguments: [false, true])
-    func bytesChangedAfterTheDigestAreRefused(multipart: Bool) async throws {
+        "bytes that change between the digest and the send are refused, single and multipart, with and without MD5",
+        arguments: [false, true], [true, false])
+    func bytesChangedAfterTheDigestAreRefused(multipart: Bool, contentMD5: Bool) async throws {
         try await withTemporaryDirectory { directory in
             let size = multipart ? Int(Self.fiveMiB) + 300_000 : 200_000
             let original = Data((0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7) })
@@ -101,6 +102,7 @@ struct S3IntegrityTests {
                 "swapped",
                 configure: {
                     $0.files = disk
+                    $0.sendsContentMD5 = contentMD5
                     $0.multipartThreshold = Self.fiveMiB
                     $0.partSize = Self.fiveMiB
                     $0.partConcurrency = 1
@@ -114,6 +116,91 @@ struct S3IntegrityTests {
                 #expect(disk.opens.withLock { $0 } >= 2)
                 let keys = try await storage.listKeys()
                 #expect(keys.isEmpty)
+            }
+        }
+    }
+
+    /// Passes every request on to a real signer and keeps the names of the headers each one was sent with.
+    final class RecordingAuthorizer: S3RequestAuthorizer {
+        let base: SigV4RequestAuthorizer
+        /// Each authorised request's operation and lowercase header names.
+        let sent = LockedValue<[(operation: String, headers: Set<String>)]>([])
+
+        init(base: SigV4RequestAuthorizer) { self.base = base }
+
+        var renewsRefusedRequests: Bool { base.renewsRefusedRequests }
+        var splitsDownloads: Bool { base.splitsDownloads }
+
+        func authorize(_ request: S3Request, renewing: Bool) async throws -> AuthorizedS3Request {
+            let authorized = try await base.authorize(request, renewing: renewing)
+            sent.withLock { $0.append((request.operation, Set(authorized.headers.map { $0.name.lowercased() }))) }
+            return authorized
+        }
+
+        func refused(_ request: S3Request, retrying: Bool) async { await base.refused(request, retrying: retrying) }
+
+        func prepare(_ request: S3Request, lifetime: Duration) async throws -> AuthorizedS3Request {
+            try await base.prepare(request, lifetime: lifetime)
+        }
+
+        func presignedURL(
+            key: String, method: S3RemoteStorage.PresignedMethod, expiresIn: Duration, attachmentId: String?
+        ) async throws -> URL {
+            try await base.presignedURL(key: key, method: method, expiresIn: expiresIn, attachmentId: attachmentId)
+        }
+    }
+
+    @Test(
+        "Content-MD5 goes with every upload request by default and with none when turned off; the objects are the same",
+        arguments: [true, false])
+    func contentMD5CanBeLeftOut(sends: Bool) async throws {
+        try await S3TestBucket.with("md5-\(sends)") { _, bucket in
+            let configuration = bucket.configuration {
+                $0.multipartThreshold = Self.fiveMiB
+                $0.partSize = Self.fiveMiB
+                $0.sendsContentMD5 = sends
+            }
+            let recorder = RecordingAuthorizer(base: SigV4RequestAuthorizer(configuration: configuration))
+            let storage = try S3RemoteStorage(
+                configuration: configuration,
+                engine: {
+                    TestTransport.asyncHTTPClient.transport.makeEngine(
+                        configuration.connectTimeout, configuration.requestTimeout)
+                }, authorizer: recorder)
+            do {
+                try await withTemporaryDirectory { directory in
+                    var stored: [String: Data] = [:]
+                    for (name, size) in [("small.bin", 1000), ("multipart.bin", 11 * 1024 * 1024)] {
+                        let content = testBytes(count: size, seed: UInt32(size % 251))
+                        let source = directory.appendingPathComponent(name)
+                        try content.write(to: source)
+                        try await storage.uploadFile(fileURL: source, attachment: Self.saved(name, content)) { _ in }
+                        stored[name] = content
+                    }
+                    let data = Data("from memory".utf8)
+                    try await storage.uploadFile(data: data, attachment: Self.saved("memory.txt", data))
+                    stored["memory.txt"] = data
+                    for (name, content) in stored {
+                        let destination = directory.appendingPathComponent("downloaded-\(name)")
+                        let info = try await storage.downloadFile(
+                            attachment: attachment(name), into: destination, from: 0, progress: { _ in })
+                        #expect(try Data(contentsOf: destination) == content, "\(name)")
+                        #expect(info.sha256 == hexSHA256(content), "\(name)")
+                    }
+                }
+                let uploads = recorder.sent.withLock { $0 }.filter {
+                    ["PutObject", "UploadPart"].contains($0.operation)
+                }
+                // Two single uploads and three parts.
+                #expect(uploads.count == 5)
+                for upload in uploads {
+                    #expect(upload.headers.contains("content-md5") == sends, "\(upload.operation)")
+                    #expect(upload.headers.contains("x-amz-content-sha256"), "\(upload.operation): the body is signed")
+                }
+                try await storage.shutdown()
+            } catch {
+                try? await storage.shutdown()
+                throw error
             }
         }
     }
