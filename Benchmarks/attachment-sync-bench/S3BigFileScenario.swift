@@ -10,7 +10,8 @@ import TestSupport
 /// side uploads the same file to its own key, then downloads that object to a fresh file, compared byte for
 /// byte with the original; the object and the copy are then deleted. The sides take turns twice (once with
 /// `--quick`, without the AWS CLI, whose start-up alone takes seconds); the medians are compared, per
-/// direction, with the faster tool.
+/// direction, with the faster tool. Each round also uploads once more with `sendsContentMD5` off (the
+/// signed SHA-256 alone protects the bytes; not the default), printed beside the result.
 enum S3BigFileScenario {
     /// The most the adapter may take, per direction, as a multiple of the faster tool's time.
     static let targetRatio = 1.0
@@ -39,6 +40,7 @@ enum S3BigFileScenario {
                 var up: [Side: [Duration]] = [:]
                 var down: [Side: [Duration]] = [:]
                 var peak: Int64 = 0
+                var withoutMD5: [Duration] = []
                 for round in 0..<rounds {
                     let order = Array(sides[(round % sides.count)...] + sides[..<(round % sides.count)])
                     for side in order {
@@ -51,6 +53,11 @@ enum S3BigFileScenario {
                             let fetched = try await child("down", folder: folder, bucket: bucket, key: key, size: bytes)
                             times = (sent.elapsed, fetched.elapsed)
                             peak = max(peak, sent.peak, fetched.peak)
+                            let other = key.replacingOccurrences(of: ".bin", with: "-no-md5.bin")
+                            let lean = try await child(
+                                "up", folder: folder, bucket: bucket, key: other, size: bytes, md5: false)
+                            withoutMD5.append(lean.elapsed)
+                            try await bucket.delete(keys: [other])
                         case .aws:
                             guard let aws else { continue }
                             let environment = try S3UploadsScenario.awsEnvironment(server: server, folder: folder)
@@ -84,13 +91,15 @@ enum S3BigFileScenario {
                         down[side, default: []].append(times.down)
                     }
                 }
-                return report(sides: sides, bytes: bytes, up: up, down: down, peak: peak)
+                return report(
+                    sides: sides, bytes: bytes, up: up, down: down, peak: peak, withoutMD5: withoutMD5)
             }
         }
     }
 
     private static func report(
-        sides: [Side], bytes: Int64, up: [Side: [Duration]], down: [Side: [Duration]], peak: Int64
+        sides: [Side], bytes: Int64, up: [Side: [Duration]], down: [Side: [Duration]], peak: Int64,
+        withoutMD5: [Duration]
     ) -> ScenarioReport {
         func med(_ samples: [Side: [Duration]], _ side: Side) -> Duration { median(samples[side] ?? []) }
         func fastestTool(_ samples: [Side: [Duration]]) -> Side {
@@ -139,18 +148,22 @@ enum S3BigFileScenario {
                         "\(side.rawValue) " + (down[side] ?? []).map(formatDuration).joined(separator: ", ")
                     }.joined(separator: "; "),
                 "each download compared byte for byte with the original",
+                "S3RemoteStorage up with sendsContentMD5 off (not the default): "
+                    + "\(formatDuration(median(withoutMD5))), \(formatRatio(median(withoutMD5).seconds / med(up, fastUp).seconds)) "
+                    + "\(fastUp.rawValue) (rounds " + withoutMD5.map(formatDuration).joined(separator: ", ") + ")",
             ],
             missNote: notes.joined(separator: "; "))
     }
 
     /// Runs the adapter's side of one direction in a child process; returns its time and peak RSS.
     private static func child(
-        _ mode: String, folder: WorkFolder, bucket: S3Bucket, key: String, size: Int64
+        _ mode: String, folder: WorkFolder, bucket: S3Bucket, key: String, size: Int64, md5: Bool = true
     ) async throws -> (elapsed: Duration, peak: Int64) {
         // Timed from launch to exit, like the tools.
         let (fields, elapsed) = try await measure {
             try await ChildProcess.runThisExecutable(
-                [S3BigFileChild.command, mode, folder.url.path, bucket.name, key, String(size)],
+                [S3BigFileChild.command, mode, folder.url.path, bucket.name, key, String(size)]
+                    + (md5 ? [] : ["no-md5"]),
                 resultPrefix: S3BigFileChild.resultPrefix, what: "P9 \(mode)")
         }
         let values = ChildProcess.namedValues(fields)
@@ -161,23 +174,29 @@ enum S3BigFileScenario {
     }
 }
 
-/// The P9 child (`attachment-sync-bench __p9-child up|down <folder> <bucket> <key> <bytes>`): uploads
-/// `<folder>/source.bin` as `key` with ``S3RemoteStorage``, or downloads `key` to `<folder>/copy.bin`, on
-/// the server of the `ATTACHMENT_SYNC_S3_*` variables, and prints `P9-RESULT peak=<bytes> seconds=<s>`.
+/// The P9 child (`attachment-sync-bench __p9-child up|down <folder> <bucket> <key> <bytes> [no-md5]`):
+/// uploads `<folder>/source.bin` as `key` with ``S3RemoteStorage`` (`no-md5`: with `sendsContentMD5` off),
+/// or downloads `key` to `<folder>/copy.bin`, on the server of the `ATTACHMENT_SYNC_S3_*` variables, and
+/// prints `P9-RESULT peak=<bytes> seconds=<s>`.
 enum S3BigFileChild {
     static let command = "__p9-child"
     static let resultPrefix = "P9-RESULT"
 
     static func main(_ arguments: [String]) async -> Int32 {
-        guard arguments.count == 5, let size = Int64(arguments[4]) else {
-            printError("usage: attachment-sync-bench \(command) up|down <folder> <bucket> <key> <bytes>")
+        guard arguments.count == 5 || (arguments.count == 6 && arguments[5] == "no-md5"),
+            let size = Int64(arguments[4])
+        else {
+            printError("usage: attachment-sync-bench \(command) up|down <folder> <bucket> <key> <bytes> [no-md5]")
             return 2
         }
+        let sendsContentMD5 = arguments.count == 5
         let (mode, folder, bucket, key) = (arguments[0], URL(fileURLWithPath: arguments[1]), arguments[2], arguments[3])
         do {
             let server = try S3Server.fromEnvironment()
             let state = folder.appendingPathComponent("multipart-state-\(UUID().uuidString)")
-            let storage = try server.storage(bucket: bucket, keyPrefix: "", stateDirectory: state)
+            let storage = try server.storage(bucket: bucket, keyPrefix: "", stateDirectory: state) {
+                $0.sendsContentMD5 = sendsContentMD5
+            }
             let attachment = Attachment(
                 id: String(key.dropLast(4)), filename: key, state: mode == "up" ? .queuedUpload : .queuedDownload,
                 size: size)

@@ -52,12 +52,16 @@ struct S3Server: Sendable {
 
     /// An adapter for `bucket` whose objects are `keyPrefix` + filename (path-style, static keys), keeping
     /// the state of multipart uploads (none at 64 KiB) in `stateDirectory`. Shut it down when done.
-    func storage(bucket: String, keyPrefix: String, stateDirectory: URL) throws -> S3RemoteStorage {
+    func storage(
+        bucket: String, keyPrefix: String, stateDirectory: URL,
+        configure: (inout S3RemoteStorage.Configuration) -> Void = { _ in }
+    ) throws -> S3RemoteStorage {
         var configuration = S3RemoteStorage.Configuration(
             endpoint: endpoint, region: region, bucket: bucket,
             credentials: .static(accessKeyId: accessKeyId, secretAccessKey: secretAccessKey),
             keyPrefix: keyPrefix, addressing: .path)
         configuration.stateDirectory = stateDirectory
+        configure(&configuration)
         return try S3RemoteStorage(configuration: configuration, transport: BenchTransport.current.transport)
     }
 }
