@@ -45,7 +45,7 @@ struct EncryptingStream {
             pending += rest.prefix(room)
             rest = rest.dropFirst(room)
             guard pending.count == header.segmentSize else { return }
-            try pending.withUnsafeBytes { try seal($0, last: false, emit: emit) }
+            try sealPending(last: false, emit: emit)
             pending.removeAll(keepingCapacity: true)
         }
         while rest.count >= header.segmentSize {
@@ -67,7 +67,7 @@ struct EncryptingStream {
     mutating func finish(emit: (UnsafeRawBufferPointer) throws -> Void) throws {
         guard !finished else { throw Self.usedAfterFinish }
         try emitHeader(emit)
-        try pending.withUnsafeBytes { try seal($0, last: true, emit: emit) }
+        try sealPending(last: true, emit: emit)
         pending.removeAll()
         finished = true
     }
@@ -93,15 +93,31 @@ struct EncryptingStream {
         try header.bytes.withUnsafeBytes(emit)
     }
 
+    // Sealing reads the content and the stream's state, then the stream moves on: the read is over before
+    // the stream changes, so the content may be the stream's own `pending` (no overlapping access).
+
+    /// Seals what `pending` holds as the next segment.
+    private mutating func sealPending(last: Bool, emit: (UnsafeRawBufferPointer) throws -> Void) throws {
+        try emitSegment(try pending.withUnsafeBytes { try sealed($0, last: last) }, emit: emit)
+    }
+
     private mutating func seal(
         _ content: UnsafeRawBufferPointer, last: Bool, emit: (UnsafeRawBufferPointer) throws -> Void
     ) throws {
+        try emitSegment(try sealed(content, last: last), emit: emit)
+    }
+
+    /// `content` sealed as the next segment.
+    private func sealed(_ content: UnsafeRawBufferPointer, last: Bool) throws -> AES.GCM.SealedBox {
         guard index < UInt32.max else {
             throw EncryptedFormat.Failure(kind: .badHeader, detail: "the content is too long for one file")
         }
-        let box = try AES.GCM.seal(
+        return try AES.GCM.seal(
             content, using: key, nonce: EncryptedFormat.nonce(header, index: index, last: last),
             authenticating: additionalData)
+    }
+
+    private mutating func emitSegment(_ box: AES.GCM.SealedBox, emit: (UnsafeRawBufferPointer) throws -> Void) throws {
         index += 1
         try box.ciphertext.withUnsafeBytes(emit)
         try box.tag.withUnsafeBytes(emit)
@@ -186,11 +202,12 @@ struct DecryptingStream {
             pending += rest.prefix(room)
             rest = rest.dropFirst(room)
             guard pending.count == whole else { return }
-            try pending.withUnsafeBytes { try open($0, last: false, emit: emit) }
+            try accept(try pending.withUnsafeBytes { try opened($0, last: false) }, last: false, emit: emit)
             pending.removeAll(keepingCapacity: true)
         }
         while rest.count >= whole {
-            try open(UnsafeRawBufferPointer(rebasing: rest.prefix(whole)), last: false, emit: emit)
+            try accept(
+                try opened(UnsafeRawBufferPointer(rebasing: rest.prefix(whole)), last: false), last: false, emit: emit)
             rest = rest.dropFirst(whole)
         }
         pending += rest
@@ -217,22 +234,23 @@ struct DecryptingStream {
         guard pending.count >= EncryptedFormat.tagSize else {
             throw EncryptedFormat.Failure(kind: .truncated, detail: "the content ends before its last segment")
         }
-        try pending.withUnsafeBytes { try open($0, last: true, emit: emit) }
+        try accept(try pending.withUnsafeBytes { try opened($0, last: true) }, last: true, emit: emit)
         pending = []
     }
 
-    private mutating func open(
-        _ segment: UnsafeRawBufferPointer, last: Bool, emit: (UnsafeRawBufferPointer) throws -> Void
-    ) throws {
-        guard let header, let key else { return }
+    // Opening reads the segment and the stream's state, then the stream moves on (`accept`): the read is
+    // over before the stream changes, so the segment may be the stream's own `pending`.
+
+    /// The content of `segment`, opened as the next segment.
+    private func opened(_ segment: UnsafeRawBufferPointer, last: Bool) throws -> Data {
+        guard let header, let key else { return Data() }
         let tagStart = segment.count - EncryptedFormat.tagSize
-        let content: Data
         do {
             let box = try AES.GCM.SealedBox(
                 nonce: EncryptedFormat.nonce(header, index: index, last: last),
                 ciphertext: UnsafeRawBufferPointer(rebasing: segment[..<tagStart]),
                 tag: UnsafeRawBufferPointer(rebasing: segment[tagStart...]))
-            content = try AES.GCM.open(box, using: key, authenticating: additionalData)
+            return try AES.GCM.open(box, using: key, authenticating: additionalData)
         } catch {
             // Changed, moved, from another file or another attachment's, the wrong key, or not the last
             // segment although the content ends there (cut short): the same answer, nothing opened.
@@ -240,6 +258,10 @@ struct DecryptingStream {
                 kind: .segmentRejected,
                 detail: "segment \(index) does not authenticate\(last ? " as the last one" : "")")
         }
+    }
+
+    /// Moves past a segment that opened to `content`, and hands the content on.
+    private mutating func accept(_ content: Data, last: Bool, emit: (UnsafeRawBufferPointer) throws -> Void) throws {
         index += 1
         if last { sawLast = true }
         try content.withUnsafeBytes(emit)
