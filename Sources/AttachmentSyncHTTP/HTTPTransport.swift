@@ -295,10 +295,12 @@ struct HTTPTransport: Sendable {
             try refuse(total: length, expectedSize: expectedSize, event: event, attachmentId: attachmentId)
         }
         let validatorURL = Self.resumeValidatorURL(for: destination)
-        let handle = try files.openDownload(destination, at: 0)
-        defer { handle.close() }
+        // The tap hears of the new start before the file is cut: a follower freeing the old bytes it decrypted
+        // (see `DownloadTap.unlessStartedOver(since:_:)`) never frees new ones.
         let tap = DownloadTap.current
         tap?.startedOver()
+        let handle = try files.openDownload(destination, at: 0)
+        defer { handle.close() }
         // A small object is fetched again whole rather than resumed: its validator file would cost more (a
         // file created and removed per download) than the bytes it could save.
         let validator =

@@ -28,6 +28,9 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
     public let plaintextReads: PlaintextReads
     /// Content bytes per segment (tests use small ones).
     let segmentSize: Int
+    /// Content bytes a large download decrypts between two flushes of its content, after each of which the
+    /// ciphertext behind it is freed (tests use small ones).
+    let freeingInterval: Int64
 
     /// Encrypts what `base` stores with keys from `keys`.
     ///
@@ -45,12 +48,13 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
 
     init(
         wrapping base: any RemoteStorageAdapter, keys: any KeyProvider, plaintextReads: PlaintextReads = .refused,
-        segmentSize: Int
+        segmentSize: Int, freeingInterval: Int64 = 64 << 20
     ) {
         self.base = base
         self.keys = keys
         self.plaintextReads = plaintextReads
         self.segmentSize = segmentSize
+        self.freeingInterval = freeingInterval
     }
 
     // MARK: Keys and headers
@@ -215,9 +219,17 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
         }
     }
 
-    /// `false`: the queue always asks for the content from its start. An interrupted download still resumes:
-    /// the ciphertext is kept beside the partial file (see ``downloadFile(attachment:into:from:progress:)``).
-    public var supportsRangedDownloads: Bool { false }
+    /// The wrapped adapter's: with ranged reads, an interrupted download resumes (see
+    /// ``downloadFile(attachment:into:from:progress:)``).
+    public var supportsRangedDownloads: Bool { base.supportsRangedDownloads }
+
+    /// Completes the partial download `destination` (see ``downloadFile(attachment:into:from:progress:)``).
+    public func downloadFile(
+        attachment: Attachment, appendingTo destination: URL, from offset: Int64,
+        progress: @escaping TransferProgressHandler
+    ) async throws {
+        _ = try await downloadFile(attachment: attachment, into: destination, from: offset, progress: progress)
+    }
 
     /// Downloads the ciphertext into a file beside `destination` and decrypts it into `destination` (one
     /// segment in memory), hashing the content as it is written. A file of 1 MiB or more (or of unknown
@@ -230,6 +242,14 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
     /// of it when the wrapped adapter reads ranges (which starts over when the object changed meanwhile); it
     /// is removed once the content was written, or when it does not decrypt. The wrapped adapter's parallel
     /// ranged reads of a big object apply as they do without encryption.
+    ///
+    /// A large file does not take twice its size on disk: every 64 MiB of content decrypted is flushed to
+    /// stable storage and the ciphertext it came from is freed (a hole punched in the kept file, where the
+    /// file system can), so the download holds its content and at most about 64 MiB of ciphertext. The
+    /// holes also mark how far the content is safe: a try after an interruption keeps the content before
+    /// them, whatever `offset` says, and decrypts on from there; content whose ciphertext is still whole is
+    /// decrypted again from byte 0. A partial file is never taken for content unless the ciphertext kept
+    /// beside it says so.
     public func downloadFile(
         attachment: Attachment, into destination: URL, from offset: Int64,
         progress: @escaping TransferProgressHandler
@@ -248,21 +268,26 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
                     ).path)
             }
         }
-        let fetched = base.supportsRangedDownloads ? (try files.info(atPath: sealed.path)?.size ?? 0) : 0
+        var fetched = base.supportsRangedDownloads ? (try files.info(atPath: sealed.path)?.size ?? 0) : 0
+        // Content kept from an earlier try, whose ciphertext was freed: decrypted on from where it ends.
+        let resumed = try await resumption(of: attachment, sealed: sealed, fetched: &fetched, into: destination)
         // The wrapped adapter need not hash the ciphertext (every segment authenticates), and a large file is
         // decrypted as it arrives.
         let tap = DownloadTap(writtenUpTo: fetched, skipsDigest: true)
-        // Followed from the start when the row says the file is large, else once the object's size shows it.
+        // Followed from the start when the row says the file is large (or the content is resumed), else once
+        // the object's size shows it.
         let following = LockedValue<Task<RemoteObjectInfo?, Never>?>(nil)
         @Sendable func followIfLarge(_ size: Int64?) {
             guard let size, size >= Self.followedDownloadSize else { return }
             following.withLock {
                 if $0 == nil {
-                    $0 = Task { await follow(tap, sealed: sealed, into: destination, attachment: attachment) }
+                    $0 = Task {
+                        await follow(tap, sealed: sealed, into: destination, attachment: attachment, resumed: resumed)
+                    }
                 }
             }
         }
-        followIfLarge(attachment.size)
+        followIfLarge(resumed != nil ? Int64.max : attachment.size)
         // An object larger than any encrypted file of the row's size is stopped as soon as its size shows (as
         // the wrapped adapter refuses a plain object of the wrong size before its body): it does not fill the
         // disk. The transfer runs in a task of its own, which that stop cancels.
@@ -310,17 +335,16 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
             }
         } catch {
             tap.finish()
+            let oversized = oversized()
+            if oversized != nil || (error as? AttachmentError)?.code == .remoteNotFound { keepSealed = false }
             if let follower = following.withLock({ $0 }) {
                 follower.cancel()
                 _ = await follower.value
-                try? files.removeFile(atPath: destination.path)
+                // The content decrypted so far stays for the next try when that try can resume from it (see
+                // above): the ciphertext stays too, and the wrapped adapter reads ranges.
+                if !keepSealed || !base.supportsRangedDownloads { try? files.removeFile(atPath: destination.path) }
             }
-            if let oversized = oversized() {
-                keepSealed = false
-                throw oversized
-            }
-            if let error = error as? AttachmentError, error.code == .remoteNotFound { keepSealed = false }
-            throw error
+            throw oversized ?? error
         }
         // No progress reports come any more: the follower, if any, is this one.
         let follower = following.withLock { $0 }

@@ -45,7 +45,21 @@ package final class DownloadTap: Sendable {
         if grew { continuation.yield() }
     }
 
-    /// The file was cut to its first `end` bytes (0: created again) and is written anew from there.
+    /// Runs `body` unless the file was started over since `generation`, and keeps the wrapped adapter from
+    /// starting it over meanwhile: what `body` does to the file (free bytes it no longer needs) cannot touch
+    /// bytes of a new start, as long as the wrapped adapter calls ``startedOver(at:)`` before it cuts or
+    /// rewrites the file. Returns whether `body` ran.
+    @discardableResult
+    package func unlessStartedOver(since generation: Int, _ body: () -> Void) -> Bool {
+        state.withLock { state in
+            guard state.generation == generation else { return false }
+            body()
+            return true
+        }
+    }
+
+    /// The file is about to be cut to its first `end` bytes (0: created again) and written anew from there.
+    /// Called before the file is cut.
     package func startedOver(at end: Int64 = 0) {
         state.withLock {
             $0.generation += 1
