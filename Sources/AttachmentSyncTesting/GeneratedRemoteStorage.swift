@@ -39,6 +39,7 @@ public final class GeneratedRemoteStorage: ListableRemoteStorage {
         var describeCalls = 0
         var deleteCalls = 0
         var failListingAt: Int?
+        var failDescribeAt: Int?
         var failDeleteAt: Int?
     }
 
@@ -76,6 +77,14 @@ public final class GeneratedRemoteStorage: ListableRemoteStorage {
     public var listCalls: Int { state.withLock { $0.listCalls } }
     /// How many deletes were asked for (refused ones included).
     public var deleteCalls: Int { state.withLock { $0.deleteCalls } }
+    /// How many files were described by ``fileInfo(attachment:)`` (refused ones included).
+    public var describeCalls: Int { state.withLock { $0.describeCalls } }
+
+    /// Makes the ``fileInfo(attachment:)`` call after the next `describes` ones throw ``InjectedFailure``,
+    /// once.
+    public func failDescribe(afterDescribes describes: Int) {
+        state.withLock { $0.failDescribeAt = $0.describeCalls + max(0, describes) }
+    }
 
     /// Makes the listing call after the next `pages` ones throw ``InjectedFailure``, once.
     public func failListing(afterPages pages: Int) {
@@ -134,7 +143,12 @@ public final class GeneratedRemoteStorage: ListableRemoteStorage {
     public func fileInfo(attachment: Attachment) async throws -> RemoteObjectInfo? {
         guard let index = Self.index(of: attachment.filename), index < count else { return nil }
         guard
-            !state.withLock({ state in
+            try !state.withLock({ state in
+                if state.failDescribeAt == state.describeCalls {
+                    state.failDescribeAt = nil
+                    state.describeCalls += 1
+                    throw InjectedFailure("describe failed")
+                }
                 state.describeCalls += 1
                 return state.deleted.contains(index)
             })

@@ -89,19 +89,42 @@ public struct RemoteVerification: Sendable {
     ///   - table: The attachments table's name. The default is `attachments`.
     ///   - encrypted: Whether the app encrypts its files (``EncryptedRemoteStorage``): sizes are checked as
     ///     an encrypted file's (or the plain content's). The default is `false`.
+    ///   - stateFile: An SQLite file that keeps how far the check got and what it found, created when
+    ///     missing: a check interrupted (a crash, a lost connection, Ctrl-C) goes on after the last page of
+    ///     records it finished when run again with the same file and settings, and a finished one is
+    ///     reported again without asking the remote anything (remove the file to check anew). Records added
+    ///     meanwhile with ids before that page are not checked by the resumed run. The default is `nil`: the
+    ///     check keeps its findings in memory.
+    ///   - remoteName: What identifies the remote in the state file (a URL, say): a state file made for
+    ///     another remote is refused. The default is `nil`: the adapter's type name.
     ///   - progress: Called after each record with how many have been checked and how many there are. The
     ///     default is `nil`.
     /// - Throws: ``AttachmentError`` with code ``AttachmentError/Code-swift.struct/invalidConfiguration``
-    ///   for a missing table, ``AttachmentError/Code-swift.struct/invalidName`` for a bad table name;
+    ///   for a missing table, or a state file that is not one or holds a check with other settings (the
+    ///   message names both), ``AttachmentError/Code-swift.struct/invalidName`` for a bad table name;
     ///   database errors, and what the remote throws (a file it cannot describe is an error, not a finding);
     ///   ``AttachmentError/Code-swift.struct/remoteNotFound`` when records claim uploads and the remote's
     ///   location does not exist (see ``ListableRemoteStorage/locationExists()``).
     public static func verify(
         db: LocalDatabase, remote: some ListableRemoteStorage, table: String = "attachments",
-        encrypted: Bool = false, progress: (@Sendable (_ checked: Int, _ total: Int) -> Void)? = nil
+        encrypted: Bool = false, stateFile: URL? = nil, remoteName: String? = nil,
+        progress: (@Sendable (_ checked: Int, _ total: Int) -> Void)? = nil
     ) async throws -> RemoteVerification {
         try AttachmentStore.validateTableName(table)
         let store = AttachmentStore(table: table)
+        let state = try stateFile.map {
+            try VerificationState(
+                url: $0,
+                settings: [
+                    "table": table.databaseValue, "encrypted": encrypted.databaseValue,
+                    "remote": (remoteName ?? String(reflecting: type(of: remote))).databaseValue,
+                ])
+        }
+        defer { try? state?.file.queue.close() }
+        let (start, checkedBefore, done) = try state?.position() ?? (nil, 0, false)
+        if let state, done {
+            return RemoteVerification(checkedFiles: checkedBefore, findings: try await state.findings())
+        }
         /// Whether the record should have a remote file.
         @Sendable func isDue(_ record: AttachmentRecord) -> Bool {
             record.hasSynced && record.state != .queuedDelete && record.state != .archived
@@ -119,9 +142,9 @@ public struct RemoteVerification: Sendable {
         }
         let directory = URL(fileURLWithPath: "/", isDirectory: true)
         var findings: [Finding] = []
-        var checked = 0
+        var checked = checkedBefore
         var located = false
-        var after: String?
+        var after = start
         // The table is read a page at a time in the order of the ids, so memory does not grow with it.
         for _ in 0..<Int.max {
             let page = try await db.readTransaction { [after] tx in
@@ -129,6 +152,7 @@ public struct RemoteVerification: Sendable {
             }
             guard let last = page.last else { break }
             after = last.id
+            var found: [Finding] = []
             let records = page.filter(isDue)
             if !records.isEmpty, !located {
                 try await requireLocation(of: remote)
@@ -155,10 +179,19 @@ public struct RemoteVerification: Sendable {
                 while let finding = try await group.next() {
                     checked += 1
                     progress?(checked, max(total, checked))
-                    if let finding { findings.append(finding) }
+                    if let finding { found.append(finding) }
                     startNext()
                 }
             }
+            if let state {
+                try await state.record(found, after: after, checked: checked, done: false)
+            } else {
+                findings += found
+            }
+        }
+        if let state {
+            try await state.record([], after: after, checked: checked, done: true)
+            findings = try await state.findings()
         }
         return RemoteVerification(
             checkedFiles: checked, findings: findings.sorted { $0.attachmentId < $1.attachmentId })

@@ -33,8 +33,9 @@ struct CollectionState: Sendable {
     /// The format this code writes; a file of another is refused.
     static let version = 1
 
-    let queue: DatabaseQueue
-    let url: URL
+    let file: StateFile
+    var queue: DatabaseQueue { file.queue }
+    var url: URL { file.url }
 
     /// What `meta` holds under `format` in every state file: a file without it is not one.
     static let format = "attachment-sync gc state"
@@ -42,142 +43,53 @@ struct CollectionState: Sendable {
     /// Opens (creating it) the state file at `url`. A file already there must be a state file: anything
     /// else (an app's database given by mistake, say) is refused before anything is written to it.
     init(url: URL) throws {
-        self.url = url
-        try Self.requireStateFile(at: url)
-        var configuration = Configuration()
-        configuration.label = "AttachmentSync.RemoteGarbageCollector"
-        configuration.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")
-        }
-        queue = try Self.converting(url) { try DatabaseQueue(path: url.path, configuration: configuration) }
-        try Self.converting(url) {
-            try queue.write { db in
-                try db.execute(
-                    sql: """
-                        CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
-                        CREATE TABLE IF NOT EXISTS refs (name TEXT PRIMARY KEY) WITHOUT ROWID;
-                        CREATE TABLE IF NOT EXISTS files (
-                            kind INTEGER NOT NULL, name TEXT NOT NULL, filename TEXT, size INTEGER NOT NULL,
-                            modified REAL, outcome INTEGER, PRIMARY KEY (kind, name)) WITHOUT ROWID
-                        """)
-                try db.execute(
-                    sql: "INSERT OR IGNORE INTO meta (key, value) VALUES ('format', ?)", arguments: [Self.format])
-            }
-        }
+        file = try StateFile(
+            url: url, format: Self.format, what: "a remote garbage collection",
+            label: "AttachmentSync.RemoteGarbageCollector",
+            schema: """
+                CREATE TABLE IF NOT EXISTS refs (name TEXT PRIMARY KEY) WITHOUT ROWID;
+                CREATE TABLE IF NOT EXISTS files (
+                    kind INTEGER NOT NULL, name TEXT NOT NULL, filename TEXT, size INTEGER NOT NULL,
+                    modified REAL, outcome INTEGER, PRIMARY KEY (kind, name)) WITHOUT ROWID
+                """)
     }
 
-    /// Throws unless nothing is at `url`, or an empty file, or a state file. The file is opened read-only
-    /// (SQLite may create the empty `-wal` and `-shm` companions of a WAL database, as for any reader).
-    static func requireStateFile(at url: URL) throws {
-        let path = url.path
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: path) else { return }
-        if (attributes[.size] as? NSNumber)?.int64Value == 0, attributes[.type] as? FileAttributeType == .typeRegular {
-            return
-        }
-        var configuration = Configuration()
-        configuration.readonly = true
-        let found: String?
-        do {
-            let reader = try DatabaseQueue(path: path, configuration: configuration)
-            defer { try? reader.close() }
-            found = try reader.read { db in
-                guard try db.tableExists("meta") else { return nil }
-                return try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = 'format'")
-            }
-        } catch {
-            found = nil
-        }
-        guard found == format else {
-            throw AttachmentError(
-                code: .invalidConfiguration,
-                message: "\(String(reflecting: path)) is not a state file of a remote garbage collection; nothing "
-                    + "was written to it: give a new path, or one an earlier collection made",
-                path: path)
-        }
-    }
+    private func converting<T>(_ body: () throws -> T) throws -> T { try file.converting(body) }
 
-    /// `error` naming the state file, when it is a ``LocalDatabaseError`` that names no file: a database error
-    /// of a collection is then told apart from one of the databases it reads.
-    private func naming(_ error: any Error) -> any Error {
-        guard var error = error as? LocalDatabaseError, error.path == nil else { return error }
-        error.path = url.path
-        return error
-    }
-
-    /// Runs `body`, its GRDB errors made ``LocalDatabaseError``s naming the state file at `url`.
-    private static func converting<T>(_ url: URL, _ body: () throws -> T) throws -> T {
-        do {
-            return try LocalDatabaseError.converting(body)
-        } catch var error as LocalDatabaseError {
-            if error.path == nil { error.path = url.path }
-            throw error
-        }
-    }
-
-    /// Runs `body`, its GRDB errors made ``LocalDatabaseError``s naming the state file.
-    private func converting<T>(_ body: () throws -> T) throws -> T {
-        try Self.converting(url, body)
-    }
-
-    /// Runs `body` in a read of the file on GRDB's queue, its errors made ``LocalDatabaseError``s.
     private func reading<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        do { return try await queue.read(body) } catch { throw naming(LocalDatabaseError.wrapping(error)) }
+        try await file.reading(body)
     }
 
-    /// Runs `body` in a write transaction of the file on GRDB's queue, its errors made ``LocalDatabaseError``s.
     private func writing<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        do { return try await queue.write(body) } catch { throw naming(LocalDatabaseError.wrapping(error)) }
+        try await file.writing(body)
     }
 
-    /// The value of `key` in `meta` (read synchronously: for set-up).
-    func meta(_ key: String) throws -> DatabaseValue {
-        try converting {
-            try queue.read { db in
-                try DatabaseValue.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key])
-            } ?? .null
-        }
-    }
+    func meta(_ key: String) throws -> DatabaseValue { try file.meta(key) }
 
     /// Records `settings` and `now` in a new state file, or checks them against those of one that holds a
     /// collection; returns the time ages are measured from (the first run's).
     func prepare(settings: [String: DatabaseValue], now: Date) throws -> Date {
-        let phase = try meta("phase")
-        if phase.isNull {
+        if try meta("phase").isNull {
             var values = settings
             values["now"] = now.timeIntervalSince1970.databaseValue
             values["phase"] = Phase.listing.rawValue.databaseValue
             try setMetaNow(values)
             return now
         }
-        for key in settings.keys.sorted() {
-            let expected = settings[key] ?? .null
-            let stored = try meta(key)
-            if stored != expected {
-                throw AttachmentError(
-                    code: .invalidConfiguration,
-                    message: "the state file \(url.path) holds a collection with \(key) \(stored.description), "
-                        + "not \(expected.description): give the same settings, or another state file")
-            }
-        }
+        try file.check(settings, holding: "a collection")
         let started = try meta("now")
         if let seconds = Double.fromDatabaseValue(started) { return Date(timeIntervalSince1970: seconds) }
         return now
     }
 
     /// Sets the keys of `values` in `meta`, in one transaction (synchronously: for set-up).
-    func setMetaNow(_ values: [String: DatabaseValue]) throws {
-        try converting { try queue.write { db in try Self.setMeta(values, in: db) } }
-    }
+    func setMetaNow(_ values: [String: DatabaseValue]) throws { try file.setMetaNow(values) }
 
     /// Sets the keys of `values` in `meta`, in one transaction.
-    func setMeta(_ values: [String: DatabaseValue]) async throws {
-        try await writing { db in try Self.setMeta(values, in: db) }
-    }
+    func setMeta(_ values: [String: DatabaseValue]) async throws { try await file.setMeta(values) }
 
     static func setMeta(_ values: [String: DatabaseValue], in db: Database) throws {
-        for (key, value) in values {
-            try db.execute(sql: "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", arguments: [key, value])
-        }
+        try StateFile.setMeta(values, in: db)
     }
 
     /// Adds `names` to the references (synchronously: called while a source database is read).
@@ -320,9 +232,5 @@ struct CollectionState: Sendable {
     }
 
     /// Removes the state file and its WAL and shared-memory files.
-    static func remove(at url: URL) {
-        for suffix in ["", "-wal", "-shm"] {
-            try? FileManager.default.removeItem(atPath: url.path + suffix)
-        }
-    }
+    static func remove(at url: URL) { StateFile.remove(at: url) }
 }

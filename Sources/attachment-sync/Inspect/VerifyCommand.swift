@@ -29,6 +29,12 @@ struct VerifyCommand: AsyncParsableCommand {
             the keys it cannot upload a file again), and a repair without it stops, changing nothing, when \
             the remote files turn out to be encrypted.
 
+            With --remote and --state FILE, the remote check keeps how far it got and what it found in the \
+            SQLite file FILE: a check that stops (a crash, a lost connection, Ctrl-C) is continued by the same \
+            command, which asks the remote only about the records after the last page it finished (the local \
+            files are checked again: that reads the disk, not the network). A finished check's state file \
+            reports the same findings again without asking the remote; remove it to check anew.
+
             Without --repair nothing is changed: the database is opened read-only, so it is safe to run while \
             the app runs. With --repair (which needs --remote) the tool runs the app's attachment queue once, \
             so the app must be stopped (the queue refuses to start while another process has one open on \
@@ -68,9 +74,21 @@ struct VerifyCommand: AsyncParsableCommand {
     @Flag(help: "Print JSON (stable keys, for scripts) instead of lines for people.")
     var json = false
 
+    @Option(
+        help: ArgumentHelp(
+            "Keep the remote check in this SQLite file, and continue the one it holds (same remote, table and "
+                + "--encrypted).", valueName: "file"))
+    var state: String?
+
     func validate() throws {
         if repair, remoteOptions.remote == nil {
             throw ValidationError("--repair needs --remote: fixing files means fetching or uploading them.")
+        }
+        if state != nil, remoteOptions.remote == nil {
+            throw ValidationError("--state needs --remote: it keeps the remote check.")
+        }
+        if state != nil, repair {
+            throw ValidationError("--state does not apply to --repair, which checks everything again after it.")
         }
         if encrypted, remoteOptions.remote == nil {
             throw ValidationError("--encrypted needs --remote: it says how remote files are checked.")
@@ -95,6 +113,7 @@ struct VerifyCommand: AsyncParsableCommand {
             if let remote { try await RemoteVerification.requireLocation(of: remote.storage) }
             check = try await Self.check(
                 database: database, directory: dir, table: table, remote: remote, encrypted: encrypted,
+                state: state.map { URL(fileURLWithPath: $0) }, remoteName: remoteOptions.remote,
                 interactive: interactive)
         } catch {
             await remote?.shutdown()
@@ -127,7 +146,7 @@ struct VerifyCommand: AsyncParsableCommand {
 
     static func check(
         database: String, directory: String, table: String, remote: OpenedRemote?, encrypted: Bool = false,
-        interactive: Bool
+        state: URL? = nil, remoteName: String? = nil, interactive: Bool
     ) async throws -> Check {
         typealias Progress = @Sendable (Int, Int) -> Void
         var localProgress: Progress?
@@ -143,7 +162,8 @@ struct VerifyCommand: AsyncParsableCommand {
             var remoteCheck: RemoteVerification?
             if let remote {
                 remoteCheck = try await RemoteVerification.verify(
-                    db: db, remote: remote.storage, table: table, encrypted: encrypted, progress: remoteProgress)
+                    db: db, remote: remote.storage, table: table, encrypted: encrypted, stateFile: state,
+                    remoteName: remoteName, progress: remoteProgress)
             }
             try await db.close()
             return Check(local: local, remote: remoteCheck)

@@ -116,6 +116,39 @@ struct VerifyCommandTests {
         #expect(noRemote.standardError.contains("--repair needs --remote"))
     }
 
+    @Test("--state keeps the remote check: run again it reports the same findings from the file; other settings exit 1")
+    func stateFileKeepsTheRemoteCheck() async throws {
+        let remote = try FolderRemote()
+        let device = try await remote.device(uploading: ["lost", "fine"].map { ($0, testBytes(1_200)) })
+        await device.queue.close()
+        let db = device.folder.path("app.sqlite")
+        let attachments = device.folder.path("attachments")
+        let state = device.folder.path("verify-state.sqlite")
+        let lostPath = try remote.file(ofId: "lost")
+        let lost = try Data(contentsOf: URL(fileURLWithPath: lostPath))
+        try FileManager.default.removeItem(atPath: lostPath)
+        let tool = try CommandLineTool.locate()
+        let arguments = ["verify", db, "--dir", attachments, "--remote", remote.path, "--state", state]
+
+        let first = try await tool.run(arguments)
+        #expect(first.status == 2, "stderr: \(first.standardError)")
+        #expect(first.standardOutput.contains("remote lost.bin: missing from remote storage"))
+        // The file is back, but the finished check is reported from its state file, as it was.
+        try lost.write(to: URL(fileURLWithPath: lostPath))
+        let again = try await tool.run(arguments)
+        #expect(again.status == 2)
+        #expect(again.standardOutput == first.standardOutput)
+        let fresh = try await tool.run(["verify", db, "--dir", attachments, "--remote", remote.path])
+        #expect(fresh.status == 0, "stdout: \(fresh.standardOutput)")
+
+        let other = try await tool.run(arguments + ["--encrypted"])
+        #expect(other.status == 1)
+        #expect(other.standardError.contains("encrypted"), "stderr: \(other.standardError)")
+        let noRemote = try await tool.run(["verify", db, "--dir", attachments, "--state", state])
+        #expect(noRemote.status == 64)
+        #expect(noRemote.standardError.contains("--state needs --remote"))
+    }
+
     @Test("--repair says what happened: an upload that failed is counted as failed and the exit status is 1")
     func repairReportsFailures() async throws {
         for json in [false, true] {

@@ -254,26 +254,34 @@ struct RemoteGarbageCollectorTests {
         #expect(before.count > after.count)
     }
 
-    @Test("verify reads a table of 2,500 records a page at a time: every due record checked once, each problem found")
-    func verificationPagesThroughTheTable() async throws {
-        let folder = try TemporaryDirectory()
-        let remote = GeneratedRemoteStorage(count: 2_400, pageSize: 100, file: Self.file)
+    /// Records 0..<2,500 synced with the generated sizes (2,400 and up have no remote file); every 10th is
+    /// archived (not checked); record 5 claims a size its file does not have, record 1,234 another hash.
+    static func verificationDatabase(in folder: TemporaryDirectory) async throws -> LocalDatabase {
         let db = try LocalDatabase(path: folder.path("app.sqlite"), schema: Schema(tables: [createAttachmentTable()]))
         TestCleanup.add { try? await db.close() }
-        // Records 0..<2,500 synced with the generated sizes (2,400 and up have no remote file); every 10th is
-        // archived (not checked); record 5 claims a size its file does not have.
         try await db.writeTransaction { tx in
             for index in 0..<2_500 {
                 let name = GeneratedRemoteStorage.name(index)
                 let size = index == 5 ? 1 : Self.file(index).size
                 try tx.execute(
                     sql: """
-                        INSERT INTO attachments (id, filename, state, timestamp, size, has_synced)
-                        VALUES (?, ?, ?, 0, ?, 1)
+                        INSERT INTO attachments (id, filename, state, timestamp, size, has_synced, content_hash)
+                        VALUES (?, ?, ?, 0, ?, 1, ?)
                         """,
-                    arguments: [name, name, index % 10 == 0 ? AttachmentState.archived.rawValue : 3, size])
+                    arguments: [
+                        name, name, index % 10 == 0 ? AttachmentState.archived.rawValue : 3, size,
+                        index == 1_234 ? String(repeating: "e", count: 64) : nil,
+                    ])
             }
         }
+        return db
+    }
+
+    @Test("verify reads a table of 2,500 records a page at a time: every due record checked once, each problem found")
+    func verificationPagesThroughTheTable() async throws {
+        let folder = try TemporaryDirectory()
+        let remote = GeneratedRemoteStorage(count: 2_400, pageSize: 100, file: Self.file)
+        let db = try await Self.verificationDatabase(in: folder)
         let reports = LockedValue<[Int]>([])
         let totals = LockedValue<Set<Int>>([])
         let check = try await RemoteVerification.verify(db: db, remote: remote) { checked, total in
@@ -287,8 +295,55 @@ struct RemoteGarbageCollectorTests {
         #expect(check.findings.filter { $0.problem == .missing }.map(\.attachmentId) == missing)
         #expect(
             check.findings.filter { $0.problem != .missing }.map(\.problem) == [
-                .wrongSize(expected: 1, actual: Self.file(5).size)
+                .wrongSize(expected: 1, actual: Self.file(5).size),
+                .wrongHash(expected: String(repeating: "e", count: 64), actual: Self.hash),
             ])
+    }
+
+    @Test(
+        "verify with a state file: an interrupted check goes on after its last finished page and finds what a whole one does; a finished one answers from the file"
+    )
+    func verificationResumesFromItsStateFile() async throws {
+        let folder = try TemporaryDirectory()
+        let remote = GeneratedRemoteStorage(count: 2_400, pageSize: 100, file: Self.file)
+        let db = try await Self.verificationDatabase(in: folder)
+        let whole = try await RemoteVerification.verify(db: db, remote: remote)
+        #expect(whole.findings.count == 92, "90 missing, a size, a hash: \(whole.findings.count)")
+        let state = URL(fileURLWithPath: folder.path("verify-state.sqlite"))
+
+        // Pages of 1,000 records (900 due); the second page is cut after 600 of its files were described.
+        remote.failDescribe(afterDescribes: 1_500)
+        await #expect(throws: InjectedFailure.self) {
+            _ = try await RemoteVerification.verify(db: db, remote: remote, stateFile: state, remoteName: "generated")
+        }
+        let before = remote.describeCalls
+        let resumed = try await RemoteVerification.verify(
+            db: db, remote: remote, stateFile: state, remoteName: "generated")
+        // Records 1,000..<2,400 that are due (the ones past 2,400 have no file to describe).
+        #expect(remote.describeCalls - before == 1_260, "only the records after the first page are checked again")
+        #expect(resumed.checkedFiles == whole.checkedFiles)
+        #expect(resumed.findings == whole.findings)
+
+        let finished = remote.describeCalls
+        let again = try await RemoteVerification.verify(
+            db: db, remote: remote, stateFile: state, remoteName: "generated")
+        #expect(remote.describeCalls == finished, "a finished check asks the remote nothing")
+        #expect(again.findings == whole.findings && again.checkedFiles == whole.checkedFiles)
+
+        // The same file with other settings, or a file that is not a state file, is refused untouched.
+        for (file, encrypted, remoteName, says) in [
+            (state, true, "generated", "encrypted"), (state, false, "other", "remote"),
+            (URL(fileURLWithPath: folder.path("app.sqlite")), false, "generated", "is not a state file"),
+        ] {
+            do {
+                _ = try await RemoteVerification.verify(
+                    db: db, remote: remote, encrypted: encrypted, stateFile: file, remoteName: remoteName)
+                Issue.record("a state file of other settings was taken: \(says)")
+            } catch let error as AttachmentError {
+                #expect(error.code == .invalidConfiguration)
+                #expect(error.message.contains(says), "\(error.message)")
+            }
+        }
     }
 
     @Test(

@@ -136,7 +136,7 @@ extension AttachmentQueue {
     }
 
     /// Checks every uploaded attachment's remote file against its record (see
-    /// ``RemoteVerification/verify(db:remote:table:encrypted:progress:)``) and uploads again, from the local file, what
+    /// ``RemoteVerification/verify(db:remote:table:encrypted:stateFile:remoteName:progress:)``) and uploads again, from the local file, what
     /// the remote lost or holds wrong bytes for.
     ///
     /// Only a synced attachment whose remote file is missing or damaged (stored with the record's SHA-256
