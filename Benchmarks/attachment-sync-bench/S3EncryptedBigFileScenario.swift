@@ -26,6 +26,8 @@ enum S3EncryptedBigFileScenario {
     struct ChildResult: Sendable {
         var sample: TimedSample
         var peak: Int64
+        /// The most disk the files it made took at once.
+        var disk: Int64
     }
 
     /// Runs P9E.
@@ -43,6 +45,7 @@ enum S3EncryptedBigFileScenario {
                 var up: [Encryption: [TimedSample]] = [:]
                 var down: [Encryption: [TimedSample]] = [:]
                 var peaks: [Encryption: Int64] = [:]
+                var disks: [String: Int64] = [:]
                 for round in 0..<rounds {
                     for side in Encryption.order(round: round) {
                         let object = "p9e-\(round)-\(side.rawValue)-\(UUID().uuidString.lowercased().prefix(8)).bin"
@@ -57,9 +60,11 @@ enum S3EncryptedBigFileScenario {
                         up[side, default: []].append(sent.sample)
                         down[side, default: []].append(fetched.sample)
                         peaks[side] = max(peaks[side] ?? 0, sent.peak, fetched.peak)
+                        disks["up \(side.rawValue)"] = max(disks["up \(side.rawValue)"] ?? 0, sent.disk)
+                        disks["down \(side.rawValue)"] = max(disks["down \(side.rawValue)"] ?? 0, fetched.disk)
                     }
                 }
-                return report(bytes: bytes, rounds: rounds, up: up, down: down, peaks: peaks)
+                return report(bytes: bytes, rounds: rounds, up: up, down: down, peaks: peaks, disks: disks)
             }
         }
     }
@@ -101,7 +106,7 @@ enum S3EncryptedBigFileScenario {
 
     private static func report(
         bytes: Int64, rounds: Int, up: [Encryption: [TimedSample]], down: [Encryption: [TimedSample]],
-        peaks: [Encryption: Int64]
+        peaks: [Encryption: Int64], disks: [String: Int64]
     ) -> ScenarioReport {
         let upward = EncryptionComparison.Comparison(up)
         let downward = EncryptionComparison.Comparison(down)
@@ -130,6 +135,11 @@ enum S3EncryptedBigFileScenario {
                 "rates: up plain \(rate(upward.plainTime)), encrypted \(rate(upward.encryptedTime)); down plain "
                     + "\(rate(downward.plainTime)), encrypted \(rate(downward.encryptedTime))",
                 "rounds: up \(upward.roundsDetail); down \(downward.roundsDetail)",
+                "most disk taken at once besides the source file (the download's copy included), as a share of the "
+                    + "file: "
+                    + ["up plain", "up encrypted", "down plain", "down encrypted"].map {
+                        "\($0) \(formatMiB(disks[$0] ?? 0)) (\(formatRatio(Double(disks[$0] ?? 0) / Double(bytes))))"
+                    }.joined(separator: ", "),
                 "each object checked (size; ASE or the file's first bytes), each download compared byte for byte",
             ],
             missNote: notes.joined(separator: "; "))
@@ -143,13 +153,13 @@ enum S3EncryptedBigFileScenario {
             what: what)
         let values = ChildProcess.namedValues(fields)
         guard let peak = values["peak"].flatMap({ Int64($0) }), let seconds = values["seconds"].flatMap({ Double($0) }),
-            let cpu = values["cpu"].flatMap({ Double($0) })
+            let cpu = values["cpu"].flatMap({ Double($0) }), let disk = values["disk"].flatMap({ Int64($0) })
         else {
             throw BenchmarkFailure("the \(what) child printed \(fields.joined(separator: " "))")
         }
         return ChildResult(
             sample: TimedSample(elapsed: .nanoseconds(Int64(seconds * 1e9)), cpu: .nanoseconds(Int64(cpu * 1e9))),
-            peak: peak)
+            peak: peak, disk: disk)
     }
 }
 
@@ -157,7 +167,8 @@ enum S3EncryptedBigFileScenario {
 /// <sha256>`): uploads `<folder>/source.bin` as `key`, or downloads `key` to `<folder>/copy.bin`, with
 /// ``S3RemoteStorage`` alone (plain) or wrapped in `EncryptedRemoteStorage` with the key of
 /// `<folder>/p9e.key` (encrypted), on the server of the `ATTACHMENT_SYNC_S3_*` variables, and prints
-/// `P9E-RESULT peak=<bytes> seconds=<s> cpu=<s>` (the transfer's time and this process's CPU time over it).
+/// `P9E-RESULT peak=<bytes> seconds=<s> cpu=<s> disk=<bytes>` (the transfer's time, this process's CPU time
+/// over it, and the most disk space the files it made in `<folder>` took at once).
 enum S3EncryptedBigFileChild {
     static let command = "__p9e-child"
     static let resultPrefix = "P9E-RESULT"
@@ -183,6 +194,7 @@ enum S3EncryptedBigFileChild {
             let remote = EncryptionComparison.remote(storage, side, key: secret)
             let elapsed: Duration
             let cpu: Duration
+            let disk = DiskSampler(folder: folder, leaving: ["source.bin", S3EncryptedBigFileScenario.keyFile])
             let cpuBefore = CPUTime.used()
             do {
                 (_, elapsed) = try await measure {
@@ -202,6 +214,7 @@ enum S3EncryptedBigFileChild {
                     }
                 }
                 cpu = CPUTime.used() - cpuBefore
+                await disk.stop()
                 try await storage.shutdown()
             } catch {
                 try? await storage.shutdown()
@@ -213,11 +226,56 @@ enum S3EncryptedBigFileChild {
             }
             print(
                 "\(resultPrefix) peak=\(peak) seconds=\(String(format: "%.3f", elapsed.seconds)) "
-                    + "cpu=\(String(format: "%.3f", cpu.seconds))")
+                    + "cpu=\(String(format: "%.3f", cpu.seconds)) disk=\(disk.peak)")
             return 0
         } catch {
             printError("P9E \(mode) \(side.rawValue) failed: \(error)")
             return 1
         }
+    }
+}
+
+/// The most disk space (allocated blocks, not sizes: a file with holes counts what it holds) the regular files
+/// of a folder took at once, sampled every 10 ms from its creation until ``stop()``, leaving out some names.
+/// A benchmark child's measure, so it samples on the wall clock.
+final class DiskSampler: Sendable {
+    private let highest = LockedValue<Int64>(0)
+    private let sampling = LockedValue<Task<Void, Never>?>(nil)
+
+    init(folder: URL, leaving left: Set<String>) {
+        let highest = self.highest
+        let task = Task.detached {
+            while !Task.isCancelled {
+                let total = Self.allocated(in: folder, leaving: left)
+                highest.withLock { $0 = max($0, total) }
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+            let last = Self.allocated(in: folder, leaving: left)
+            highest.withLock { $0 = max($0, last) }
+        }
+        sampling.withLock { $0 = task }
+    }
+
+    /// The most the files took in any sample so far.
+    var peak: Int64 { highest.withLock { $0 } }
+
+    /// Ends the sampling after one last sample.
+    func stop() async {
+        guard let task = sampling.withLock({ $0 }) else { return }
+        task.cancel()
+        await task.value
+    }
+
+    static func allocated(in folder: URL, leaving left: Set<String>) -> Int64 {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        var total: Int64 = 0
+        for name in names where !left.contains(name) {
+            var status = stat()
+            guard lstat(folder.appendingPathComponent(name).path, &status) == 0,
+                status.st_mode & S_IFMT == S_IFREG
+            else { continue }
+            total += Int64(status.st_blocks) * 512
+        }
+        return total
     }
 }
