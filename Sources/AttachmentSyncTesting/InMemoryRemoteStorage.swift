@@ -369,6 +369,8 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
     public func downloadFile(
         attachment: Attachment, to destination: URL, progress: @escaping TransferProgressHandler
     ) async throws {
+        // As the HTTP adapters do: a wrapper following the file hears of the new start before it is cut.
+        DownloadTap.current?.startedOver()
         try createEmptyFile(at: destination)
         try await downloadFile(attachment: attachment, appendingTo: destination, from: 0, progress: progress)
     }
@@ -388,6 +390,9 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
         try handle.seekToEnd()
         let total = Int64(data.count)
         var position = min(max(offset, 0), total)
+        // A wrapper following the file (EncryptedRemoteStorage) is told how far it is written, as the HTTP
+        // adapters tell it.
+        let tap = DownloadTap.current
         progress(TransferProgress(completedBytes: position, totalBytes: total))
         while position < total {
             if let holdOffset = downloadHoldOffset, position >= holdOffset, !passedHold {
@@ -404,6 +409,7 @@ public actor InMemoryRemoteStorage: RemoteStorageAdapter {
             try handle.write(contentsOf: data[Int(position)..<Int(end)])
             bytesServed += end - position
             position = end
+            tap?.written(upTo: position)
             progress(TransferProgress(completedBytes: position, totalBytes: total))
             await Task.yield()
         }

@@ -270,6 +270,58 @@ struct EncryptedRemoteStorageTests {
     }
 
     @Test(
+        "an encrypted download interrupted by a restart keeps the content decrypted and freed behind it, and fetches only the rest"
+    )
+    func interruptedQueueDownloadResumesFromContent() async throws {
+        let folder = try TemporaryDirectory()
+        try #require(try EncryptedFollowTests.punchesHoles(in: folder), "the test folder's file system punches holes")
+        let memory = InMemoryRemoteStorage()
+        let remote = EncryptedRemoteStorage(
+            wrapping: memory, keys: Self.keys, segmentSize: EncryptedFormat.defaultSegmentSize,
+            freeingInterval: 256 << 10)
+        let content = testBytes(3_000_000, seed: 12)
+        try await remote.uploadFile(
+            data: content,
+            attachment: AttachmentSync.Attachment(
+                id: "v", filename: "v.bin", state: .queuedUpload, size: Int64(content.count),
+                contentHash: FileStreaming.sha256(content)))
+        let total = Int64(try #require(await memory.file(named: "v.bin")).count)
+        let first = try QueueHarness(
+            folder: folder, remote: remote, customWatch: CustomWatch(make: watchPhotosWithMediaTypes)
+        ) { $0.downloadPolicy = .onDemand }
+        try await first.queue.startSync()
+        try await first.addChecklist("c1", photo: "v", mediaType: "video/mp4")
+        try await first.waitForState("v", .synced)
+        await memory.holdDownloads(atByte: 2_000_000)
+        let queue = first.queue
+        let interrupted = Task { try await queue.download(attachmentId: "v") }
+        await memory.waitForHeldDownload()
+        // The ciphertext received is decrypted while the download is held, and freed behind the content.
+        let sealed = first.attachmentsPath + "/" + FileName.resumeValidatorName(for: FileName.downloadingName(for: "v.bin"))
+        try await waitUntil("the ciphertext decrypted to be freed") {
+            (0..<600_000).contains(EncryptedFollowTests.allocatedBytes(sealed))
+        }
+        // The app goes away mid-download.
+        await first.close()
+        _ = await interrupted.result
+        let kept = try #require(first.fileSize(FileName.downloadingName(for: "v.bin")))
+        #expect(kept >= 1_500_000, "the content decrypted is kept: \(kept) bytes")
+
+        await memory.release()
+        let second = try QueueHarness(
+            folder: folder, remote: remote, customWatch: CustomWatch(make: watchPhotosWithMediaTypes)
+        ) { $0.downloadPolicy = .onDemand }
+        let fetched = try await second.queue.download(attachmentId: "v")
+        #expect(fetched.contentAvailable)
+        #expect(second.bytesOnDisk("v.bin") == content)
+        #expect(await memory.bytesServed == total, "2,000,000 bytes before the restart, the rest after")
+        let left = try FileManager.default.contentsOfDirectory(atPath: second.attachmentsPath)
+            .filter { $0.hasPrefix(".attachment-sync-etag") || $0.hasPrefix(".attachment-sync-download") }
+        #expect(left.isEmpty, "nothing of the download is left: \(left)")
+        await second.close()
+    }
+
+    @Test(
         "a file changed after it was saved is not uploaded: the content must be the record's, small or large",
         arguments: [10_000, 3 * 1_048_576])
     func changedFileIsNotUploaded(size: Int) async throws {
