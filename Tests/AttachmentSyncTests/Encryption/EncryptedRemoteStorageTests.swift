@@ -297,7 +297,8 @@ struct EncryptedRemoteStorageTests {
         let interrupted = Task { try await queue.download(attachmentId: "v") }
         await memory.waitForHeldDownload()
         // The ciphertext received is decrypted while the download is held, and freed behind the content.
-        let sealed = first.attachmentsPath + "/" + FileName.resumeValidatorName(for: FileName.downloadingName(for: "v.bin"))
+        let sealed =
+            first.attachmentsPath + "/" + FileName.resumeValidatorName(for: FileName.downloadingName(for: "v.bin"))
         try await waitUntil("the ciphertext decrypted to be freed") {
             (0..<600_000).contains(EncryptedFollowTests.allocatedBytes(sealed))
         }
