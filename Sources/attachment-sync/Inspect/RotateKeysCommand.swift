@@ -83,7 +83,10 @@ struct RotateKeysCommand: AsyncParsableCommand {
                 report = try await KeyRotation.rotate(
                     db: db, remote: remote, table: table, journal: journal.map { URL(fileURLWithPath: $0) },
                     progress: interactive
-                        ? { @Sendable done, total in VerifyCommand.showProgress(done, total, "files") } : nil)
+                        ? { @Sendable done, total in
+                            VerifyCommand.progressLine(done, total, "files", interactive: true).map(
+                                VerifyCommand.writeProgress)
+                        } : nil)
                 try await db.close()
             } catch {
                 try? await db.close()

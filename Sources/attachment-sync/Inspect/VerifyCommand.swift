@@ -33,7 +33,8 @@ struct VerifyCommand: AsyncParsableCommand {
             SQLite file FILE: a check that stops (a crash, a lost connection, Ctrl-C) is continued by the same \
             command, which asks the remote only about the records after the last page it finished (the local \
             files are checked again: that reads the disk, not the network). A finished check's state file \
-            reports the same findings again without asking the remote; remove it to check anew.
+            reports the same findings again without asking the remote; remove it to check anew. Progress goes \
+            to standard error: on a terminal a line redrawn as it goes, otherwise a line every 10,000 records.
 
             Without --repair nothing is changed: the database is opened read-only, so it is safe to run while \
             the app runs. With --repair (which needs --remote) the tool runs the app's attachment queue once, \
@@ -151,9 +152,13 @@ struct VerifyCommand: AsyncParsableCommand {
         typealias Progress = @Sendable (Int, Int) -> Void
         var localProgress: Progress?
         var remoteProgress: Progress?
-        if interactive {
-            localProgress = { @Sendable checked, total in showProgress(checked, total, "files") }
-            remoteProgress = { @Sendable checked, total in showProgress(checked, total, "remote files") }
+        // On a terminal a line redrawn as it goes; otherwise (a log, a pipe) a line every 10,000, so a long
+        // check of a large bucket shows it is moving.
+        localProgress = { @Sendable checked, total in
+            progressLine(checked, total, "files", interactive: interactive).map(writeProgress)
+        }
+        remoteProgress = { @Sendable checked, total in
+            progressLine(checked, total, "remote files", interactive: interactive).map(writeProgress)
         }
         let db = try LocalDatabase.readOnly(path: database)
         do {
@@ -233,10 +238,20 @@ struct VerifyCommand: AsyncParsableCommand {
         }
     }
 
-    /// A progress line on standard error, redrawn every 100 items and at the end.
-    @Sendable static func showProgress(_ checked: Int, _ total: Int, _ what: String) {
-        guard checked % 100 == 0 || checked == total else { return }
-        FileHandle.standardError.write(Data("\rchecked \(checked) of \(total) \(what)".utf8))
+    /// The progress to write on standard error after `checked` of `total` items, if any: on a terminal a line
+    /// redrawn every 100 items and at the end; otherwise a line of its own every 10,000 items (none for a
+    /// small check, whose report follows at once).
+    static func progressLine(_ checked: Int, _ total: Int, _ what: String, interactive: Bool) -> String? {
+        if interactive {
+            guard checked % 100 == 0 || checked == total else { return nil }
+            return "\rchecked \(checked) of \(total) \(what)"
+        }
+        guard checked > 0, checked % 10_000 == 0 else { return nil }
+        return "attachment-sync verify: checked \(checked) of \(total) \(what)\n"
+    }
+
+    @Sendable static func writeProgress(_ line: String) {
+        FileHandle.standardError.write(Data(line.utf8))
     }
 
     static func describe(_ error: any Error, directory: String, database: String? = nil) -> String {

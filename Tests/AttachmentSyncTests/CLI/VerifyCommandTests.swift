@@ -149,6 +149,39 @@ struct VerifyCommandTests {
         #expect(noRemote.standardError.contains("--state needs --remote"))
     }
 
+    @Test("a long check not on a terminal says how far it got on standard error, every 10,000 records")
+    func progressLinesWithoutATerminal() async throws {
+        let folder = try TemporaryDirectory()
+        let db = try LocalDatabase(path: folder.path("app.sqlite"), schema: Schema(tables: [createAttachmentTable()]))
+        try await db.writeTransaction { tx in
+            for index in 0..<10_500 {
+                try tx.execute(
+                    sql: """
+                        INSERT INTO attachments (id, filename, state, timestamp, size, has_synced)
+                        VALUES (?, ?, 3, 0, 10, 1)
+                        """,
+                    arguments: ["a\(index)", "a\(index).bin"])
+            }
+        }
+        try await db.close()
+        let remote = folder.path("remote")
+        let attachments = folder.path("attachments")
+        for path in [remote, attachments] {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        }
+        try Data(testBytes(10)).write(to: URL(fileURLWithPath: remote + "/a7.bin"))
+        let tool = try CommandLineTool.locate()
+        let run = try await tool.run(["verify", folder.path("app.sqlite"), "--dir", attachments, "--remote", remote])
+        #expect(run.status == 2, "stderr: \(run.standardError.suffix(500))")
+        #expect(
+            run.standardOutput.contains("checked 10500 remote files: 10499 disagree"),
+            "\(run.standardOutput.prefix(300))")
+        #expect(
+            run.standardError.contains("attachment-sync verify: checked 10000 of 10500 remote files\n"),
+            "stderr: \(run.standardError.suffix(500))")
+        #expect(!run.standardError.contains("\r"), "no terminal redraws in a log")
+    }
+
     @Test("--repair says what happened: an upload that failed is counted as failed and the exit status is 1")
     func repairReportsFailures() async throws {
         for json in [false, true] {
