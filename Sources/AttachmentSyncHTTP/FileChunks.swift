@@ -158,13 +158,7 @@ enum PayloadDigests {
     static func sha256(
         ofFileAt url: URL, offset: Int64, length: Int64, files: any FileOperations
     ) async throws -> String {
-        var sha256 = SHA256()
-        try await files.readChunks(
-            atPath: url.path, offset: offset, length: length, chunkSize: FileChunks.chunkSize
-        ) { chunk in
-            sha256.update(data: chunk)
-        }
-        return SigV4Signer.hex(sha256.finalize())
+        try await of(fileAt: url, offset: offset, length: length, md5: false, files: files).sha256
     }
 
     /// The digests of `data`.
