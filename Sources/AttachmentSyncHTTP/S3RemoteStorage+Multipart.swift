@@ -23,9 +23,28 @@ extension S3RemoteStorage {
     func uploadMultipart(
         fileURL: URL, size: Int64, key: String, attachment: Attachment, progress: @escaping TransferProgressHandler
     ) async throws {
+        try await uploadMultipart(
+            .file(fileURL), size: size, key: key, attachment: attachment, progress: progress)
+    }
+
+    /// Where a multipart upload's bytes come from: a file, or parts made one at a time (see ``UploadParts``).
+    enum PartSource: Sendable {
+        case file(URL)
+        case made(any UploadParts)
+    }
+
+    func uploadMultipart(
+        _ source: PartSource, size: Int64, key: String, attachment: Attachment,
+        progress: @escaping TransferProgressHandler
+    ) async throws {
         let bucket = configuration.bucket
         let files = transport.files
-        let modificationTime = try files.infoFollowingLinks(atPath: fileURL.path)?.modificationTime ?? 0
+        let modificationTime: Double
+        switch source {
+        case .file(let fileURL):
+            modificationTime = try files.infoFollowingLinks(atPath: fileURL.path)?.modificationTime ?? 0
+        case .made(let parts): modificationTime = parts.modificationTime
+        }
         let partSize = partSize(forFileOfSize: size)
         let partCount = Int((size + partSize - 1) / partSize)
 
@@ -33,7 +52,11 @@ extension S3RemoteStorage {
         // completing: the one the queue recorded at save, else the file's own.
         var sha256 = validSHA256(attachment.contentHash)
         if sha256 == nil {
-            sha256 = try await PayloadDigests.sha256(ofFileAt: fileURL, offset: 0, length: size, files: files)
+            switch source {
+            case .file(let fileURL):
+                sha256 = try await PayloadDigests.sha256(ofFileAt: fileURL, offset: 0, length: size, files: files)
+            case .made(let parts): sha256 = parts.sha256
+            }
         }
         let fileSHA256 = sha256 ?? ""
 
@@ -94,7 +117,7 @@ extension S3RemoteStorage {
                 func start(_ number: Int) {
                     group.addTask {
                         try await self.uploadPart(
-                            number, fileURL: fileURL, fileSize: size, partSize: partSize, key: key, uploadId: uploadId,
+                            number, from: source, fileSize: size, partSize: partSize, key: key, uploadId: uploadId,
                             attachment: attachment, onChunk: sent.add)
                     }
                 }
@@ -224,11 +247,22 @@ extension S3RemoteStorage {
     }
 
     private func uploadPart(
-        _ number: Int, fileURL: URL, fileSize: Int64, partSize: Int64, key: String, uploadId: String,
+        _ number: Int, from source: PartSource, fileSize: Int64, partSize: Int64, key: String, uploadId: String,
         attachment: Attachment, onChunk: @escaping @Sendable (Int) -> Void
     ) async throws -> MultipartUploadState.Part {
-        let offset = Int64(number - 1) * partSize
+        let partOffset = Int64(number - 1) * partSize
         let length = Self.length(ofPart: number, partSize: partSize, fileSize: fileSize)
+        let fileURL: URL
+        let offset: Int64
+        switch source {
+        case .file(let url): (fileURL, offset) = (url, partOffset)
+        case .made(let parts):
+            // The part is made into a file of its own, sent from there, and removed once it went (or failed).
+            (fileURL, offset) = (try await parts.materialize(offset: partOffset, length: length), 0)
+        }
+        defer {
+            if case .made = source { try? transport.files.removeFile(atPath: fileURL.path) }
+        }
         let digests = try await PayloadDigests.of(
             fileAt: fileURL, offset: offset, length: length, md5: configuration.sendsContentMD5, files: transport.files)
         let event = RequestEvent(operation: "UploadPart", method: "PUT", object: key, partNumber: number)
@@ -429,5 +463,19 @@ extension S3RemoteStorage {
         let days = era * 146_097 + dayOfEra - 719_468
         let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second
         return Date(timeIntervalSince1970: Double(seconds) + fraction)
+    }
+}
+
+extension S3RemoteStorage: PartwiseUploading {
+    /// Whether a file of `size` bytes goes as a multipart upload (larger than
+    /// ``Configuration/multipartThreshold``).
+    package func uploadsInParts(size: Int64) -> Bool { size > configuration.multipartThreshold }
+
+    /// Uploads the file `parts` makes as a multipart upload, each part made just before it goes.
+    package func uploadParts(
+        _ parts: any UploadParts, attachment: Attachment, progress: @escaping TransferProgressHandler
+    ) async throws {
+        let key = try objectKey(for: attachment)
+        try await uploadMultipart(.made(parts), size: parts.size, key: key, attachment: attachment, progress: progress)
     }
 }

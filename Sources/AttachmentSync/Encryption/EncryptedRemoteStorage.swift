@@ -128,6 +128,13 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
     /// Encrypts the file and uploads the ciphertext: a small file from memory, a larger one through a sealed
     /// copy beside it (one segment in memory), removed afterwards. Progress counts content bytes.
     ///
+    /// When the wrapped adapter uploads the file in parts (`S3RemoteStorage` above its multipart
+    /// threshold), no copy is made: a first pass seals the content without writing it (the ciphertext's
+    /// SHA-256 goes with the upload's start), then each part is sealed again from the content into a file of
+    /// its own when it is about to go, and removed after, so the upload takes a few parts of disk instead of
+    /// the file's size. Each segment sealed again must have the tag the first pass gave it: content that
+    /// changed meanwhile stops the upload with `integrityMismatch` before the part that holds it goes.
+    ///
     /// - Throws: `integrityMismatch` when the file is not the content the attachment's
     ///   ``Attachment/contentHash`` says (a file changed after it was saved): nothing is uploaded.
     public func uploadFile(fileURL: URL, attachment: Attachment, progress: @escaping TransferProgressHandler)
@@ -140,6 +147,12 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
             let data = try handle.readToEnd() ?? Data()
             try await uploadFile(data: data, attachment: attachment)
             progress(TransferProgress(completedBytes: Int64(data.count), totalBytes: Int64(data.count)))
+            return
+        }
+        if let partwise = base as? any PartwiseUploading, let size = try files.info(atPath: fileURL.path)?.size,
+            partwise.uploadsInParts(size: Self.largestCiphertextSize(contentSize: size) ?? size)
+        {
+            try await uploadInParts(fileURL, of: attachment, to: partwise, progress: progress)
             return
         }
         let sealed = fileURL.deletingLastPathComponent().appendingPathComponent(FileName.uniqueTemporaryName())
@@ -161,6 +174,16 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
     func seal(_ fileURL: URL, of attachment: Attachment, into sealed: URL) async throws -> (
         contentSize: Int64, sealedSize: Int64, sealedSHA256: String
     ) {
+        let result = try await seal(fileURL, of: attachment, writingTo: sealed)
+        return (result.contentSize, result.sealedSize, result.sealedSHA256)
+    }
+
+    /// ``seal(_:of:into:)``, or with `sealed` `nil` the same pass writing nothing (the encrypted file's size
+    /// and SHA-256 only); also returns a stream like the one that sealed it, to make any range of the file
+    /// again, and (without `sealed`) the tag of every segment, in order.
+    func seal(_ fileURL: URL, of attachment: Attachment, writingTo sealed: URL?) async throws -> (
+        contentSize: Int64, sealedSize: Int64, sealedSHA256: String, stream: EncryptingStream, tags: [UInt8]
+    ) {
         let files = SystemFileOperations()
         let keyId = try await keys.currentKeyId()
         let key = try await masterKey(keyId, for: attachment)
@@ -168,20 +191,29 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
         if contentSHA256 == nil { contentSHA256 = try await files.digest(ofFileAt: fileURL.path).sha256 }
         let header = try header(for: attachment, contentSHA256: contentSHA256 ?? "", keyId: keyId, key: key)
         do {
-            let (contentSize, sealedSize, sealedSHA256, readSHA256) = try await onBlockingThread {
-                try Self.transform(fileURL, into: sealed, hashingInput: true) { chunk, stream, emit in
+            let (contentSize, sealedSize, sealedSHA256, readSHA256, tags) = try await onBlockingThread {
+                var tags: [UInt8] = []
+                let result = try Self.transform(fileURL, into: sealed, hashingInput: true) {
+                    (chunk, stream: inout EncryptingStream, emit) in
                     try stream.update(chunk, emit: emit)
-                } finish: { stream, emit in
+                } finish: { (stream: inout EncryptingStream, emit) in
                     try stream.finish(emit: emit)
-                } stream: {
-                    try EncryptingStream(header: header, masterKey: key, attachmentId: attachment.id)
+                    tags = stream.recordedTags ?? []
+                } stream: { () throws -> EncryptingStream in
+                    var stream = try EncryptingStream(header: header, masterKey: key, attachmentId: attachment.id)
+                    if sealed == nil { stream.recordedTags = [] }
+                    return stream
                 }
+                return (result.read, result.written, result.sha256, result.readSHA256, tags)
             }
             // The header was derived from the content's hash: the file read must be that content.
             try Self.checkContent(readSHA256, attachment, expected: contentSHA256)
-            return (contentSize, sealedSize, sealedSHA256)
+            return (
+                contentSize, sealedSize, sealedSHA256,
+                try EncryptingStream(header: header, masterKey: key, attachmentId: attachment.id), tags
+            )
         } catch {
-            try? files.removeFile(atPath: sealed.path)
+            if let sealed { try? files.removeFile(atPath: sealed.path) }
             throw error
         }
     }
@@ -573,7 +605,7 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
     /// The file is read into one buffer and the stream's output gathered in another, both reused: no memory
     /// is allocated per chunk, and the output is written (and hashed) 1 MiB at a time.
     static func transform<Stream>(
-        _ source: URL, into target: URL, hashing: Bool = true, hashingInput: Bool,
+        _ source: URL, into target: URL?, hashing: Bool = true, hashingInput: Bool,
         update: (UnsafeRawBufferPointer, inout Stream, Emit) throws -> Void,
         finish: (inout Stream, Emit) throws -> Void,
         stream makeStream: () throws -> Stream
@@ -583,8 +615,9 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
         let files = SystemFileOperations()
         let input = try files.openForReading(atPath: source.path)
         defer { try? input.close() }
-        let output = try files.openForWriting(atPath: target.path, at: nil)
-        defer { output.close() }
+        // Without a target, the output is only hashed.
+        let output = try target.map { try files.openForWriting(atPath: $0.path, at: nil) }
+        defer { output?.close() }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 64)
         defer { buffer.deallocate() }
         var gathered: [UInt8] = []
@@ -597,7 +630,7 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
             guard !gathered.isEmpty else { return }
             try gathered.withUnsafeBytes { bytes in
                 if hashing { hasher.update(bufferPointer: bytes) }
-                try output.write(contentsOf: bytes)
+                try output?.write(contentsOf: bytes)
             }
             written += Int64(gathered.count)
             gathered.removeAll(keepingCapacity: true)

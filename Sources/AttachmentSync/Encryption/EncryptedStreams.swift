@@ -12,6 +12,9 @@ struct EncryptingStream {
     private var index: UInt32 = 0
     private var headerWritten = false
     private var finished = false
+    /// When not `nil`, every segment's tag is appended here as it is sealed (16 bytes each, in order): what a
+    /// later pass that seals segments again compares its own with, to tell the content did not change.
+    var recordedTags: [UInt8]?
 
     init(header: EncryptedFormat.Header, masterKey: SymmetricKey, attachmentId: String) throws {
         try header.validate()
@@ -109,6 +112,13 @@ struct EncryptingStream {
 
     /// `content` sealed as the next segment.
     private func sealed(_ content: UnsafeRawBufferPointer, last: Bool) throws -> AES.GCM.SealedBox {
+        try sealed(content, index: index, last: last)
+    }
+
+    /// `content` sealed as segment `index` of this file (the last one when `last`): what the stream emits
+    /// for that segment, for a writer that makes any range of the file on its own (see
+    /// `EncryptedRemoteStorage.SealedParts`).
+    func sealed(_ content: UnsafeRawBufferPointer, index: UInt32, last: Bool) throws -> AES.GCM.SealedBox {
         guard index < UInt32.max else {
             throw EncryptedFormat.Failure(kind: .badHeader, detail: "the content is too long for one file")
         }
@@ -119,6 +129,7 @@ struct EncryptingStream {
 
     private mutating func emitSegment(_ box: AES.GCM.SealedBox, emit: (UnsafeRawBufferPointer) throws -> Void) throws {
         index += 1
+        recordedTags?.append(contentsOf: box.tag)
         try box.ciphertext.withUnsafeBytes(emit)
         try box.tag.withUnsafeBytes(emit)
     }
