@@ -336,9 +336,7 @@ struct EncryptedFollowTests {
         #expect(info.writtenSHA256 == FileStreaming.sha256(second))
     }
 
-    @Test(
-        "the freer punches only after the content is flushed, never once the file was started over, and reports a "
-            + "flush that failed")
+    @Test("the freer frees only after a flush, never after a start-over, and reports a failed flush")
     func freerOrder() async throws {
         let folder = try TemporaryDirectory()
         try #require(try Self.punchesHoles(in: folder), "the test folder's file system punches holes")
