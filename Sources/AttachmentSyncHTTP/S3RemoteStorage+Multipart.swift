@@ -254,17 +254,23 @@ extension S3RemoteStorage {
         let length = Self.length(ofPart: number, partSize: partSize, fileSize: fileSize)
         let fileURL: URL
         let offset: Int64
+        let digests: (md5: String?, sha256: String)
         switch source {
-        case .file(let url): (fileURL, offset) = (url, partOffset)
+        case .file(let url):
+            (fileURL, offset) = (url, partOffset)
+            digests = try await PayloadDigests.of(
+                fileAt: fileURL, offset: offset, length: length, md5: configuration.sendsContentMD5,
+                files: transport.files)
         case .made(let parts):
-            // The part is made into a file of its own, sent from there, and removed once it went (or failed).
-            (fileURL, offset) = (try await parts.materialize(offset: partOffset, length: length), 0)
+            // The part is made into a file of its own (its digests taken as it is), sent from there, and
+            // removed once it went (or failed).
+            let part = try await parts.materialize(
+                offset: partOffset, length: length, md5: configuration.sendsContentMD5)
+            (fileURL, offset, digests) = (part.url, 0, (part.md5, part.sha256))
         }
         defer {
             if case .made = source { try? transport.files.removeFile(atPath: fileURL.path) }
         }
-        let digests = try await PayloadDigests.of(
-            fileAt: fileURL, offset: offset, length: length, md5: configuration.sendsContentMD5, files: transport.files)
         let event = RequestEvent(operation: "UploadPart", method: "PUT", object: key, partNumber: number)
         return try await transport.watched(event, attachmentId: attachment.id) { meter in
             let request = S3Request(

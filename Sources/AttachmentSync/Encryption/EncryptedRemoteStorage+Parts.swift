@@ -45,19 +45,31 @@ extension EncryptedRemoteStorage {
         let sha256: String
         let modificationTime: Double
 
-        func materialize(offset: Int64, length: Int64) async throws -> URL {
+        func materialize(offset: Int64, length: Int64, md5 wantsMD5: Bool) async throws -> MadePart {
             let target = content.deletingLastPathComponent().appendingPathComponent(FileName.uniqueTemporaryName())
             do {
-                try await onBlockingThread { try write(offset: offset, length: length, to: target) }
+                return try await onBlockingThread {
+                    var sha256 = SHA256()
+                    var md5 = wantsMD5 ? Insecure.MD5() : nil
+                    try write(offset: offset, length: length, to: target) { bytes in
+                        sha256.update(bufferPointer: bytes)
+                        md5?.update(bufferPointer: bytes)
+                    }
+                    return MadePart(
+                        url: target, sha256: FileStreaming.hex(sha256.finalize()),
+                        md5: md5.map { Data($0.finalize()).base64EncodedString() })
+                }
             } catch {
                 try? SystemFileOperations().removeFile(atPath: target.path)
                 throw error
             }
-            return target
         }
 
-        /// Writes bytes `offset..<offset + length` of the encrypted file into `target` (created or truncated).
-        func write(offset: Int64, length: Int64, to target: URL) throws {
+        /// Writes bytes `offset..<offset + length` of the encrypted file into `target` (created or truncated),
+        /// handing each run of bytes to `written` as it goes.
+        func write(
+            offset: Int64, length: Int64, to target: URL, written: (UnsafeRawBufferPointer) -> Void = { _ in }
+        ) throws {
             guard offset >= 0, length >= 0, offset + length <= size else {
                 throw AttachmentError(
                     code: .invalidConfiguration,
@@ -79,7 +91,10 @@ extension EncryptedRemoteStorage {
             let end = offset + length
             if position < headerLength {
                 let upTo = min(headerLength, end)
-                try header[Int(position)..<Int(upTo)].withUnsafeBytes { try output.write(contentsOf: $0) }
+                try header[Int(position)..<Int(upTo)].withUnsafeBytes {
+                    written($0)
+                    try output.write(contentsOf: $0)
+                }
                 position = upTo
             }
             while position < end {
@@ -114,12 +129,16 @@ extension EncryptedRemoteStorage {
                 // The segment as the stream emits it: its ciphertext, then its tag; the part of it in range.
                 if from < contentLength {
                     try box.ciphertext.dropFirst(from).prefix(min(upTo, contentLength) - from).withUnsafeBytes {
+                        written($0)
                         try output.write(contentsOf: $0)
                     }
                 }
                 if upTo > contentLength {
                     try box.tag.dropFirst(max(0, from - contentLength)).prefix(upTo - max(from, contentLength))
-                        .withUnsafeBytes { try output.write(contentsOf: $0) }
+                        .withUnsafeBytes {
+                            written($0)
+                            try output.write(contentsOf: $0)
+                        }
                 }
                 position = segmentStart + Int64(upTo)
             }

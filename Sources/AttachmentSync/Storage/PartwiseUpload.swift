@@ -11,9 +11,26 @@ package protocol UploadParts: Sendable {
     /// Changes whenever the file's bytes would (the modification time of what they are made from): an
     /// unfinished upload recorded with another value is not resumed.
     var modificationTime: Double { get }
-    /// Writes bytes `offset..<offset + length` of the file into a new file and returns where; the caller
-    /// removes it.
-    func materialize(offset: Int64, length: Int64) async throws -> URL
+    /// Writes bytes `offset..<offset + length` of the file into a new file and returns where, with the
+    /// digests of the bytes written (taken as they were made, so the part is not read again to sign it);
+    /// the caller removes the file. The MD5 only when `md5` is `true`.
+    func materialize(offset: Int64, length: Int64, md5: Bool) async throws -> MadePart
+}
+
+/// A part of an ``UploadParts`` written into a file of its own, and the digests of its bytes.
+package struct MadePart: Sendable {
+    /// Where the part is.
+    package var url: URL
+    /// Its SHA-256, lowercase hex.
+    package var sha256: String
+    /// Its MD5, base64 (as `Content-MD5` takes it), when asked for.
+    package var md5: String?
+
+    package init(url: URL, sha256: String, md5: String?) {
+        self.url = url
+        self.sha256 = sha256
+        self.md5 = md5
+    }
 }
 
 /// An adapter that can upload an ``UploadParts`` (`S3RemoteStorage` with a multipart upload).

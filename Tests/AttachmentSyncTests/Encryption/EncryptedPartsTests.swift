@@ -41,10 +41,14 @@ struct EncryptedPartsTests {
             var number = 0
             while offset < parts.size {
                 let length = min(partSize, parts.size - offset)
-                let url = try await parts.materialize(offset: offset, length: length)
+                let made = try await parts.materialize(offset: offset, length: length, md5: number % 2 == 0)
+                let url = made.url
                 defer { try? FileManager.default.removeItem(at: url) }
                 let part = try Data(contentsOf: url)
                 #expect(part.count == Int(length))
+                // The digests are those of the bytes in the file.
+                #expect(made.sha256 == FileStreaming.sha256(part))
+                #expect(made.md5 == (number % 2 == 0 ? Data(Insecure.MD5.hash(data: part)).base64EncodedString() : nil))
                 assembled.withLock { $0 += part }
                 for name in try FileManager.default.contentsOfDirectory(atPath: folder.path) where name != "content.bin"
                 {
