@@ -27,12 +27,13 @@ extension EncryptedRemoteStorage {
         var output: (any FileWriter)?
         /// The file's header length and segment size, once its header is read.
         var layout: (headerLength: Int64, segmentSize: Int64)?
-        /// Content bytes handed to ``freer`` to be flushed (all of them before ciphertext is freed).
+        /// Content bytes flushed to stable storage (all of them before ciphertext is freed).
         var flushed: Int64 = 0
-        /// The ciphertext file is a hole from ``FileHoles/alignment`` up to here when ``freer`` starts.
+        /// The ciphertext file is a hole from ``FileHoles/alignment`` up to here.
         var freedUpTo: Int64 = FileHoles.alignment
-        /// What flushes the content and frees the ciphertext behind the follower; `nil` until needed.
-        var freer: CiphertextFreer?
+        /// The ciphertext file opened for freeing its bytes; `nil` until needed, or when it cannot be.
+        var freeing: FileHandle?
+        var canFree = true
         /// What the ciphertext is read into, 1 MiB at a time.
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 64)
 
@@ -40,14 +41,13 @@ extension EncryptedRemoteStorage {
 
         deinit { buffer.deallocate() }
 
-        /// Waits for the freer's work asked for so far, then closes the files and lets the freer go.
-        func close() async {
-            await freer?.drain()
-            freer = nil
+        func close() {
             try? input?.close()
             output?.close()
+            try? freeing?.close()
             input = nil
             output = nil
+            freeing = nil
         }
     }
 
@@ -142,42 +142,29 @@ extension EncryptedRemoteStorage {
         _ tap: DownloadTap, sealed: URL, into destination: URL, attachment: Attachment, resumed: Following? = nil
     ) async -> RemoteObjectInfo? {
         let state = resumed ?? Following(generation: tap.progress.generation)
+        defer { state.close() }
         do {
-            let info = try await followed(
-                tap, state: state, sealed: sealed, destination: destination, attachment: attachment)
-            // The content is flushed and the ciphertext freed as asked before the caller moves either file.
-            let freer = state.freer
-            await state.close()
-            try freer?.rethrowFailure()
-            return info
+            for await _ in tap.reports {
+                try await advance(
+                    state, to: tap.progress, tap: tap, sealed: sealed, destination: destination, attachment)
+            }
+            // The tap is finished: the last report covers the whole file.
+            let last = tap.progress
+            try await advance(state, to: last, tap: tap, sealed: sealed, destination: destination, attachment)
+            guard last.generation == state.generation, state.consumed == last.end, var stream = state.stream,
+                let output = state.output
+            else { return nil }
+            try stream.finish { tail in
+                state.hasher.update(bufferPointer: tail)
+                try output.write(contentsOf: tail)
+                state.written += Int64(tail.count)
+            }
+            return RemoteObjectInfo(
+                writtenSize: state.written, writtenSHA256: FileStreaming.hex(state.hasher.finalize()))
         } catch {
             // Nothing to report here: the download then reads the file itself, and reports what is wrong.
-            await state.close()
             return nil
         }
-    }
-
-    /// ``follow(_:sealed:into:attachment:resumed:)`` until the tap is finished, leaving `state` open.
-    private func followed(
-        _ tap: DownloadTap, state: Following, sealed: URL, destination: URL, attachment: Attachment
-    ) async throws -> RemoteObjectInfo? {
-        for await _ in tap.reports {
-            try await advance(
-                state, to: tap.progress, tap: tap, sealed: sealed, destination: destination, attachment)
-        }
-        // The tap is finished: the last report covers the whole file.
-        let last = tap.progress
-        try await advance(state, to: last, tap: tap, sealed: sealed, destination: destination, attachment)
-        guard last.generation == state.generation, state.consumed == last.end, var stream = state.stream,
-            let output = state.output
-        else { return nil }
-        try stream.finish { tail in
-            state.hasher.update(bufferPointer: tail)
-            try output.write(contentsOf: tail)
-            state.written += Int64(tail.count)
-        }
-        return RemoteObjectInfo(
-            writtenSize: state.written, writtenSHA256: FileStreaming.hex(state.hasher.finalize()))
     }
 
     /// Decrypts what `progress` says is written beyond what `state` consumed; starts over when the file
@@ -188,7 +175,7 @@ extension EncryptedRemoteStorage {
     ) async throws {
         try Task.checkCancellation()
         if progress.generation != state.generation {
-            await state.close()
+            state.close()
             state.generation = progress.generation
             state.consumed = 0
             state.stream = nil
@@ -234,125 +221,37 @@ extension EncryptedRemoteStorage {
                         state.written += Int64(content.count)
                     }
                 }
-                try freeDecrypted(state, tap: tap, sealed: sealed, destination: destination)
+                try freeDecrypted(state, tap: tap, sealed: sealed)
             }
         }
     }
 
-    /// Once ``freeingInterval`` more content bytes were written: asks the freer to flush the content to stable
-    /// storage, then free the ciphertext of every segment decrypted (whole blocks of ``FileHoles/alignment``
-    /// bytes past the first, which holds the header), unless the wrapped adapter starts the file over
-    /// meanwhile. The freer works on a thread of its own while the follower decrypts on; when it is still
-    /// busy with the last request, this one waits for the next step. Throws what a flush threw.
-    private func freeDecrypted(_ state: Following, tap: DownloadTap, sealed: URL, destination: URL) throws {
-        guard state.written - state.flushed >= freeingInterval, let layout = state.layout else { return }
-        if state.freer == nil {
-            state.freer = CiphertextFreer(
-                tap: tap, generation: state.generation, sealed: sealed, content: destination,
-                freedUpTo: state.freedUpTo)
-        }
-        guard let freer = state.freer else { return }
-        try freer.rethrowFailure()
+    /// Once ``freeingInterval`` more content bytes were written: flushes the content to stable storage, then
+    /// frees the ciphertext of every segment decrypted (whole blocks of ``FileHoles/alignment`` bytes past
+    /// the first, which holds the header), unless the wrapped adapter started the file over meanwhile. The
+    /// flush comes first so that, whatever crash follows, the ciphertext freed is on disk as content.
+    private func freeDecrypted(_ state: Following, tap: DownloadTap, sealed: URL) throws {
+        guard state.canFree, state.written - state.flushed >= freeingInterval, let output = state.output,
+            let layout = state.layout
+        else { return }
+        try output.synchronize()
+        state.flushed = state.written
         // Before the stream is finished, the content written is whole segments.
         let segments = state.written / layout.segmentSize
         let decrypted = layout.headerLength + segments * (layout.segmentSize + Int64(EncryptedFormat.tagSize))
-        if freer.free(upTo: decrypted / FileHoles.alignment * FileHoles.alignment) {
-            state.flushed = state.written
-        }
-    }
-}
-
-/// Flushes a followed download's content and then frees the ciphertext it was decrypted from (punches a hole
-/// in the kept file), one request at a time on a serial queue of its own, so that the follower decrypts on
-/// while the disk catches up. Every request's flush covers all the content written before it was asked for,
-/// and the hole comes only after that flush: whatever crash follows, the ciphertext freed is on disk as
-/// content.
-final class CiphertextFreer: Sendable {
-    private struct State: Sendable {
-        /// The ciphertext file is a hole from ``FileHoles/alignment`` up to here.
-        var freedUpTo: Int64
-        /// `false` once the ciphertext cannot be freed (a file system without holes): it then stays whole.
-        var canFree = true
-        var busy = false
-        /// What a flush threw, for the follower.
-        var failure: AttachmentError?
-        /// The ciphertext file opened for freeing its bytes; `nil` until needed.
-        var freeing: FileHandle?
-    }
-
-    private let state: LockedValue<State>
-    private let queue = DispatchQueue(label: "AttachmentSync.CiphertextFreer")
-    private let tap: DownloadTap
-    /// The tap's generation the follower decrypted: nothing is freed once the file was started over since.
-    private let generation: Int
-    private let sealed: URL
-    private let content: URL
-
-    init(tap: DownloadTap, generation: Int, sealed: URL, content: URL, freedUpTo: Int64) {
-        self.tap = tap
-        self.generation = generation
-        self.sealed = sealed
-        self.content = content
-        self.state = LockedValue(State(freedUpTo: freedUpTo))
-    }
-
-    deinit {
-        state.withLock { try? $0.freeing?.close() }
-    }
-
-    /// Asks for the content written so far to be flushed and the ciphertext before `end` freed. Returns
-    /// `false` (asking nothing) while the last request is not done, or once nothing can be freed.
-    func free(upTo end: Int64) -> Bool {
-        let taken = state.withLock { state -> Bool in
-            guard state.canFree, !state.busy, state.failure == nil else { return false }
-            state.busy = true
-            return true
-        }
-        guard taken else { return false }
-        queue.async { self.run(upTo: end) }
-        return true
-    }
-
-    /// Waits until every request made so far is done.
-    func drain() async {
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            queue.async { done.resume() }
-        }
-    }
-
-    /// Throws what a flush threw, if one did.
-    func rethrowFailure() throws {
-        if let failure = state.withLock({ $0.failure }) { throw failure }
-    }
-
-    private func run(upTo end: Int64) {
-        defer { state.withLock { $0.busy = false } }
-        do {
-            try SystemFileOperations().synchronizeFile(atPath: content.path)
-        } catch {
-            state.withLock {
-                $0.failure =
-                    error as? AttachmentError
-                    ?? AttachmentError(
-                        code: .fileSystem, message: "cannot flush \(content.path): \(error)", path: content.path,
-                        underlying: error)
-            }
+        let end = decrypted / FileHoles.alignment * FileHoles.alignment
+        guard end > state.freedUpTo else { return }
+        if state.freeing == nil { state.freeing = FileHandle(forWritingAtPath: sealed.path) }
+        guard let freeing = state.freeing else {
+            state.canFree = false
             return
         }
-        state.withLock { state in
-            guard end > state.freedUpTo else { return }
-            if state.freeing == nil { state.freeing = FileHandle(forWritingAtPath: sealed.path) }
-            guard let freeing = state.freeing else {
+        tap.unlessStartedOver(since: state.generation) {
+            if FileHoles.punch(freeing.fileDescriptor, offset: state.freedUpTo, length: end - state.freedUpTo) {
+                state.freedUpTo = end
+            } else {
+                // A file system without holes: the ciphertext stays whole until the download ends.
                 state.canFree = false
-                return
-            }
-            tap.unlessStartedOver(since: generation) {
-                if FileHoles.punch(freeing.fileDescriptor, offset: state.freedUpTo, length: end - state.freedUpTo) {
-                    state.freedUpTo = end
-                } else {
-                    // A file system without holes: the ciphertext stays whole until the download ends.
-                    state.canFree = false
-                }
             }
         }
     }

@@ -335,47 +335,4 @@ struct EncryptedFollowTests {
         #expect(try Data(contentsOf: target) == second)
         #expect(info.writtenSHA256 == FileStreaming.sha256(second))
     }
-
-    @Test("the freer frees only after a flush, never after a start-over, and reports a failed flush")
-    func freerOrder() async throws {
-        let folder = try TemporaryDirectory()
-        try #require(try Self.punchesHoles(in: folder), "the test folder's file system punches holes")
-        let sealed = URL(fileURLWithPath: folder.path("sealed"))
-        let content = URL(fileURLWithPath: folder.path("content"))
-        let size = 1 << 20
-        func makeSealed() throws { try Data(repeating: 3, count: size).write(to: sealed) }
-        try makeSealed()
-        try Data(repeating: 4, count: size).write(to: content)
-
-        // Flushed, then freed from the first block of 64 KiB up to the end asked for.
-        let tap = DownloadTap(writtenUpTo: Int64(size), skipsDigest: true)
-        let freer = CiphertextFreer(
-            tap: tap, generation: tap.progress.generation, sealed: sealed, content: content,
-            freedUpTo: FileHoles.alignment)
-        #expect(freer.free(upTo: 512 << 10))
-        await freer.drain()
-        try freer.rethrowFailure()
-        #expect(Self.allocatedBytes(sealed.path) <= Int64(size - (512 << 10) + (64 << 10)))
-        #expect(try Data(contentsOf: sealed).count == size)
-
-        // The adapter started the file over: nothing more is freed for the old generation.
-        tap.startedOver()
-        try makeSealed()
-        let before = Self.allocatedBytes(sealed.path)
-        #expect(freer.free(upTo: Int64(size)))
-        await freer.drain()
-        #expect(Self.allocatedBytes(sealed.path) == before)
-
-        // A flush that fails frees nothing, is reported, and no more is asked of the freer.
-        try makeSealed()
-        let missing = URL(fileURLWithPath: folder.path("gone"))
-        let failing = CiphertextFreer(
-            tap: tap, generation: tap.progress.generation, sealed: sealed, content: missing,
-            freedUpTo: FileHoles.alignment)
-        #expect(failing.free(upTo: Int64(size)))
-        await failing.drain()
-        #expect(throws: AttachmentError.self) { try failing.rethrowFailure() }
-        #expect(!failing.free(upTo: Int64(size)))
-        #expect(Self.allocatedBytes(sealed.path) >= Int64(size))
-    }
 }
