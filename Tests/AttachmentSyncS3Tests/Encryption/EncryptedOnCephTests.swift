@@ -111,4 +111,78 @@ struct EncryptedOnCephTests {
             }
         }
     }
+
+    @Test(
+        "an encrypted multipart upload interrupted after two parts resumes with only the missing ones; a new key starts over"
+    )
+    func interruptedEncryptedUploadResumes() async throws {
+        let mebibyte = 1024 * 1024
+        try await S3TestBucket.with("encrypted-resume") { _, bucket in
+            try await withTemporaryDirectory { directory in
+                // 16 MiB of content: 5, 5, 5 and just over 1 MiB of ciphertext.
+                let content = testBytes(count: 16 * mebibyte, seed: 61)
+                let source = directory.appendingPathComponent("clip.bin")
+                try content.write(to: source)
+                let file = MultipartReplacementTests.attachment("clip.bin", content)
+                let partsSent = LockedValue<[Int]>([])
+                func storage(failingPart: Int?) throws -> S3RemoteStorage {
+                    try bucket.makeStorage { configuration in
+                        configuration.multipartThreshold = MultipartReplacementTests.fiveMiB
+                        configuration.partSize = MultipartReplacementTests.fiveMiB
+                        configuration.partConcurrency = 1
+                        configuration.requestObserver = { event in
+                            guard event.operation == "UploadPart", let part = event.partNumber else { return }
+                            if part == failingPart {
+                                throw AttachmentError(code: .remoteUnavailable, message: "injected: network lost")
+                            }
+                            partsSent.withLock { $0.append(part) }
+                        }
+                    }
+                }
+                /// Only the content is left in the folder: every part's file went.
+                func onlyTheContentLeft() throws {
+                    #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["clip.bin"])
+                }
+
+                let first = try storage(failingPart: 3)
+                let failure = await #expect(throws: AttachmentError.self) {
+                    try await EncryptedRemoteStorage(wrapping: first, keys: Self.keys)
+                        .uploadFile(fileURL: source, attachment: file) { _ in }
+                }
+                try await first.shutdown()
+                #expect(failure?.code == .remoteUnavailable)
+                #expect(partsSent.withLock { $0 } == [1, 2])
+                try onlyTheContentLeft()
+
+                // The same key: the parts are sealed to the same bytes, so the two stored are kept.
+                partsSent.withLock { $0 = [] }
+                let again = try storage(failingPart: 3)
+                _ = await #expect(throws: AttachmentError.self) {
+                    try await EncryptedRemoteStorage(wrapping: again, keys: Self.keys)
+                        .uploadFile(fileURL: source, attachment: file) { _ in }
+                }
+                try await again.shutdown()
+                #expect(partsSent.withLock { $0 }.isEmpty, "parts 1 and 2 kept, part 3 failed before it went")
+
+                // Another current key: other bytes, so the upload starts over (the stale one aborted).
+                let newKey = SymmetricKey(data: Data(repeating: 9, count: 32))
+                let rotated = StaticKeyProvider(keys: ["2026-11": Self.key, "2026-12": newKey], current: "2026-12")
+                partsSent.withLock { $0 = [] }
+                let restarted = try storage(failingPart: nil)
+                try await EncryptedRemoteStorage(wrapping: restarted, keys: rotated)
+                    .uploadFile(fileURL: source, attachment: file) { _ in }
+                #expect(partsSent.withLock { $0 } == [1, 2, 3, 4])
+                try onlyTheContentLeft()
+                let plain = AttachmentSync.Attachment(id: file.id, filename: file.filename, state: .synced)
+                let stored = try await restarted.downloadFile(attachment: plain)
+                #expect(stored.count > content.count && stored.count < content.count + mebibyte)
+                #expect(try EncryptedFormat.Header.parse(stored)?.keyId == "2026-12", "sealed under the new key")
+                var opener = DecryptingStream(attachmentId: file.id) { $0 == "2026-12" ? newKey : Self.key }
+                #expect(Data(try opener.update(stored) + (try opener.finish())) == content)
+                #expect(try await restarted.listMultipartUploadIds().isEmpty)
+                #expect(try FileManager.default.contentsOfDirectory(atPath: bucket.stateDirectory.path).isEmpty)
+                try await restarted.shutdown()
+            }
+        }
+    }
 }
