@@ -71,6 +71,8 @@ public actor AttachmentQueue {
     let throttles: TransferWorker.Throttles
     /// Commits verified downloads, in groups when several finish together.
     let downloadCommitter = DownloadCommitter()
+    /// Commits finished uploads, in groups when several finish together.
+    let uploadCommitter: UploadCommitter
     /// The network's conditions as last reported by ``Configuration/networkConditions``, for transfers
     /// (the machine keeps its own copy for scheduling): ``NetworkConditions/notYetReported`` until the
     /// source's first report, ``NetworkConditions/unrestricted`` without a source.
@@ -167,6 +169,7 @@ public actor AttachmentQueue {
         }
         let handsOff = configuration.backgroundTransfers != nil && forming != nil
         self.store = AttachmentStore(table: configuration.attachmentsQueueTableName, handsOff: handsOff)
+        self.uploadCommitter = UploadCommitter(db: db, store: store)
         if let options = configuration.backgroundTransfers, let forming {
             let policy = configuration.networkPolicy
             self.handOffContext = HandOffContext(

@@ -167,3 +167,63 @@ extension Sequence {
         return results
     }
 }
+
+@Suite("Finished uploads commit in groups", .cleansUp)
+struct UploadGroupCommitTests {
+    @Test("uploads finishing while a group commits share the next transaction; one that cannot commit fails alone")
+    func uploadsCommitInGroups() async throws {
+        let device = try QueueHarness()
+        try await device.queue.waitForInit()
+        let ids = (0..<5).map { "u\($0)" }
+        for id in ids {
+            _ = try await device.db.execute(
+                sql: "INSERT INTO attachments (id, filename, state, timestamp, has_synced) VALUES (?, ?, ?, 1, 0)",
+                parameters: [id, "\(id).bin", AttachmentState.queuedUpload.rawValue])
+        }
+        // u3 was archived meanwhile (superseded); u2's record refuses every change (a constraint, say).
+        _ = try await device.db.execute(
+            sql: "UPDATE attachments SET state = ? WHERE id = 'u3'", parameters: [AttachmentState.archived.rawValue])
+        _ = try await device.db.execute(
+            sql: """
+                CREATE TRIGGER refuse_u2 BEFORE UPDATE ON attachments WHEN OLD.id = 'u2'
+                BEGIN SELECT RAISE(ABORT, 'injected: u2 cannot change'); END
+                """)
+        let committer = await device.queue.makeTransferWorker().uploadCommitter
+        func entry(_ index: Int) -> UploadCommitter.Entry {
+            UploadCommitter.Entry(id: ids[index], size: Int64(100 + index), timestamp: Int64(10 + index))
+        }
+
+        // The database's writer is held, so the first upload's transaction waits and the others gather.
+        let held = DispatchSemaphore(value: 0)
+        let holding = Task {
+            try await device.db.writeTransaction { _ in _ = held.wait(timeout: .now() + 30) }
+        }
+        let first = Task { try await committer.commit(entry(0)) }
+        try await waitFor("the first upload's transaction to start") {
+            while committer.committing != 1 { await Task.yield() }
+        }
+        let rest = (1..<5).map { index in Task { try await committer.commit(entry(index)) } }
+        try await waitFor("the others to wait for the next group") {
+            while committer.waiting < 4 { await Task.yield() }
+        }
+        held.signal()
+        try await holding.value
+
+        #expect(try await first.value)
+        var outcomes: [Result<Bool, any Error>] = []
+        for task in rest { outcomes.append(await task.result) }
+        #expect(try outcomes[0].get() && !(try outcomes[2].get()) && (try outcomes[3].get()))
+        #expect(throws: (any Error).self) { try outcomes[1].get() }
+        // One transaction for u0, one for the other four (refused for u2), then one each.
+        #expect(committer.transactions == [1, 4, 1, 1, 1, 1])
+        for (index, id) in ids.enumerated() {
+            let record = try #require(try await device.queue.attachment(id: id))
+            switch id {
+            case "u2": #expect(record.state == .queuedUpload)
+            case "u3": #expect(record.state == .archived)
+            default:
+                #expect(record.state == .synced && record.hasSynced && record.size == Int64(100 + index))
+            }
+        }
+    }
+}

@@ -38,7 +38,8 @@ extension AttachmentQueue {
             db: db, store: store, remote: remoteStorage, local: localStorage, errorHandler: errorHandler,
             directory: attachmentsDirectory, directoryPath: attachmentsPath, timestamps: timestamps, logger: logger,
             wallClock: wallClock, progress: progressCenter, files: files, throttles: throttles,
-            network: networkNow, committer: downloadCommitter, localFiles: localFilePolicy)
+            network: networkNow, committer: downloadCommitter, uploadCommitter: uploadCommitter,
+            localFiles: localFilePolicy)
     }
 
     /// Starts the transfer the record's state calls for. The caller has checked that none is in flight for

@@ -23,6 +23,8 @@ struct TransferWorker: Sendable {
     let network: LockedValue<NetworkConditions>
     /// Commits verified downloads, in groups when several finish together.
     let committer: DownloadCommitter
+    /// Commits finished uploads, in groups when several finish together.
+    let uploadCommitter: UploadCommitter
     /// The Data Protection class and backup setting downloaded files get.
     let localFiles: LocalFilePolicy
     /// Where transfers that suit it are handed to a background service, `nil` when none are.
@@ -123,11 +125,8 @@ struct TransferWorker: Sendable {
                 try await remote.uploadFile(data: data, attachment: attachment)
             }
         }
-        let store = store
-        let timestamp = timestamps.next()
-        let committed = try await db.writeTransaction { tx in
-            try store.markUploaded(id: record.id, size: size, timestamp: timestamp, in: tx)
-        }
+        let committed = try await uploadCommitter.commit(
+            UploadCommitter.Entry(id: record.id, size: size, timestamp: timestamps.next()))
         logger.debug("uploaded", metadata: ["attachment": "\(record.id)", "bytes": "\(size)"])
         return committed ? .completed(bytes: size) : .superseded
     }
