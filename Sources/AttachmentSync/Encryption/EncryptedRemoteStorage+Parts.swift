@@ -46,6 +46,9 @@ extension EncryptedRemoteStorage {
         let modificationTime: Double
 
         func materialize(offset: Int64, length: Int64, md5 wantsMD5: Bool) async throws -> MadePart {
+            // A part of an upload already stopped (or failed elsewhere) is not sealed: up to a part size of
+            // work and disk for nothing.
+            try Task.checkCancellation()
             let target = content.deletingLastPathComponent().appendingPathComponent(FileName.uniqueTemporaryName())
             do {
                 return try await onBlockingThread {

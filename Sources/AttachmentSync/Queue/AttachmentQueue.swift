@@ -169,7 +169,6 @@ public actor AttachmentQueue {
         }
         let handsOff = configuration.backgroundTransfers != nil && forming != nil
         self.store = AttachmentStore(table: configuration.attachmentsQueueTableName, handsOff: handsOff)
-        self.uploadCommitter = UploadCommitter(db: db, store: store)
         if let options = configuration.backgroundTransfers, let forming {
             let policy = configuration.networkPolicy
             self.handOffContext = HandOffContext(
@@ -186,6 +185,7 @@ public actor AttachmentQueue {
             configuration.dateOverride.map(WallClock.init(date:)) ?? WallClock(following: configuration.clock)
         self.wallClock = wallClock
         self.timestamps = MonotonicTimestamps(wallClock: wallClock)
+        self.uploadCommitter = UploadCommitter(db: db, store: store, timestamps: timestamps)
         self.logger = configuration.logger
         let network: NetworkConditions = configuration.networkConditions == nil ? .unrestricted : .notYetReported
         self.networkNow = LockedValue(network)

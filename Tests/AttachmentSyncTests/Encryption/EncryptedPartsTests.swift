@@ -128,4 +128,58 @@ struct EncryptedPartsTests {
         #expect(recorder.assembled.withLock { $0.count } >= 1_000_000)
         #expect(recorder.assembled.withLock { $0.count } < 3_000_000)
     }
+    @Test("a part asked for by an upload already cancelled is not sealed, and leaves no file")
+    func cancelledUploadSealsNoPart() async throws {
+        let folder = try TemporaryDirectory()
+        let contentURL = folder.url.appendingPathComponent("content.bin")
+        let content = testBytes(3_000_000, seed: 7)
+        try content.write(to: contentURL)
+        let attachment = EncryptedRemoteStorageTests.attachment("photo", content)
+        let recorder = CancellingRecorder(folder: folder.url)
+        let remote = EncryptedRemoteStorage(wrapping: recorder, keys: Self.keys)
+        await #expect(throws: CancellationError.self) {
+            try await remote.uploadFile(fileURL: contentURL, attachment: attachment) { _ in }
+        }
+        #expect(recorder.outcome.withLock { $0 } == "cancelled")
+        let left = try FileManager.default.contentsOfDirectory(atPath: folder.url.path)
+        #expect(left == ["content.bin"], "no part file: \(left)")
+    }
+
+    /// An adapter whose upload is cancelled (as by `stopSync`) just before it asks for its first part.
+    final class CancellingRecorder: PartwiseUploading, @unchecked Sendable {
+        // `@unchecked Sendable`: `outcome` is a `LockedValue`, `folder` a constant.
+        let folder: URL
+        /// What asking for the first part did: "cancelled", "made", or another error's description.
+        let outcome = LockedValue("")
+
+        init(folder: URL) { self.folder = folder }
+
+        func uploadsInParts(size: Int64) -> Bool { true }
+
+        func uploadParts(
+            _ parts: any UploadParts, attachment: AttachmentSync.Attachment,
+            progress: @escaping TransferProgressHandler
+        ) async throws {
+            let result = await Task {
+                withUnsafeCurrentTask { $0?.cancel() }
+                return try await parts.materialize(offset: 0, length: min(1_000_000, parts.size), md5: true)
+            }.result
+            switch result {
+            case .success(let made):
+                outcome.withLock { $0 = "made" }
+                try? FileManager.default.removeItem(at: made.url)
+            case .failure(is CancellationError): outcome.withLock { $0 = "cancelled" }
+            case .failure(let error): outcome.withLock { $0 = "\(error)" }
+            }
+            throw CancellationError()
+        }
+
+        func uploadFile(data: Data, attachment: AttachmentSync.Attachment) async throws {
+            Issue.record("a whole file was uploaded, not parts")
+        }
+
+        func downloadFile(attachment: AttachmentSync.Attachment) async throws -> Data { Data() }
+
+        func deleteFile(attachment: AttachmentSync.Attachment) async throws {}
+    }
 }

@@ -190,13 +190,24 @@ struct UploadGroupCommitTests {
                 """)
         let committer = await device.queue.makeTransferWorker().uploadCommitter
         func entry(_ index: Int) -> UploadCommitter.Entry {
-            UploadCommitter.Entry(id: ids[index], size: Int64(100 + index), timestamp: Int64(10 + index))
+            UploadCommitter.Entry(id: ids[index], size: Int64(100 + index))
         }
 
         // The database's writer is held, so the first upload's transaction waits and the others gather.
+        // It writes a record with the queue's next timestamp: the uploads it held up commit after it, so
+        // their records must carry later times.
         let held = DispatchSemaphore(value: 0)
+        let heldAt = await device.queue.timestamps.next()
         let holding = Task {
-            try await device.db.writeTransaction { _ in _ = held.wait(timeout: .now() + 30) }
+            try await device.db.writeTransaction { tx in
+                _ = try tx.execute(
+                    sql: """
+                        INSERT INTO attachments (id, filename, state, timestamp, has_synced)
+                        VALUES ('w', 'w.bin', ?, ?, 0)
+                        """,
+                    arguments: [AttachmentState.archived.rawValue, heldAt])
+                _ = held.wait(timeout: .now() + 30)
+            }
         }
         let first = Task { try await committer.commit(entry(0)) }
         try await waitFor("the first upload's transaction to start") {
@@ -223,6 +234,7 @@ struct UploadGroupCommitTests {
             case "u3": #expect(record.state == .archived)
             default:
                 #expect(record.state == .synced && record.hasSynced && record.size == Int64(100 + index))
+                #expect(record.timestamp > heldAt, "\(id) synced at \(record.timestamp), before a write it followed")
             }
         }
     }

@@ -126,7 +126,7 @@ struct TransferWorker: Sendable {
             }
         }
         let committed = try await uploadCommitter.commit(
-            UploadCommitter.Entry(id: record.id, size: size, timestamp: timestamps.next()))
+            UploadCommitter.Entry(id: record.id, size: size))
         logger.debug("uploaded", metadata: ["attachment": "\(record.id)", "bytes": "\(size)"])
         return committed ? .completed(bytes: size) : .superseded
     }

@@ -14,7 +14,6 @@ final class UploadCommitter: Sendable {
     struct Entry: Sendable {
         var id: String
         var size: Int64
-        var timestamp: Int64
     }
 
     private struct Waiting: Sendable {
@@ -27,24 +26,30 @@ final class UploadCommitter: Sendable {
         var draining = false
         /// How many uploads the transaction under way commits.
         var committing = 0
-        /// The size of every transaction tried, in order (for tests).
+        /// The size of each transaction tried, in order, the last ``keptTransactions`` only (for tests).
         var transactions: [Int] = []
     }
+
+    /// How many of the latest transactions' sizes ``transactions`` keeps: a queue that runs for months
+    /// must not keep one per transaction.
+    static let keptTransactions = 256
 
     private let state = LockedValue(State())
     private let db: LocalDatabase
     private let store: AttachmentStore
+    private let timestamps: MonotonicTimestamps
 
-    init(db: LocalDatabase, store: AttachmentStore) {
+    init(db: LocalDatabase, store: AttachmentStore, timestamps: MonotonicTimestamps) {
         self.db = db
         self.store = store
+        self.timestamps = timestamps
     }
 
     /// How many uploads wait for the group being committed to finish (for tests).
     var waiting: Int { state.withLock { $0.pending.count } }
     /// How many uploads the transaction under way commits (for tests).
     var committing: Int { state.withLock { $0.committing } }
-    /// How many uploads each transaction tried so far held, in order (for tests).
+    /// How many uploads each of the latest transactions tried held, in order (for tests).
     var transactions: [Int] { state.withLock { $0.transactions } }
 
     /// Marks the upload's record `synced`, in one transaction with whatever else is waiting; returns whether
@@ -90,16 +95,24 @@ final class UploadCommitter: Sendable {
         }
     }
 
-    /// One transaction marking `entries` uploaded; whether each record was changed, in order.
+    /// One transaction marking `entries` uploaded; whether each record was changed, in order. Their
+    /// timestamps are taken now, not when each upload finished, so that a record made `synced` after a wait
+    /// for the group never carries a time older than changes committed while it waited.
     private func mark(_ entries: [Entry]) async throws -> [Bool] {
         let store = store
         state.withLock {
             $0.committing = entries.count
             $0.transactions.append(entries.count)
+            if $0.transactions.count > Self.keptTransactions {
+                $0.transactions.removeFirst($0.transactions.count - Self.keptTransactions)
+            }
         }
         defer { state.withLock { $0.committing = 0 } }
+        let stamped = entries.map { (entry: $0, timestamp: timestamps.next()) }
         return try await db.writeTransaction { tx in
-            try entries.map { try store.markUploaded(id: $0.id, size: $0.size, timestamp: $0.timestamp, in: tx) }
+            try stamped.map {
+                try store.markUploaded(id: $0.entry.id, size: $0.entry.size, timestamp: $0.timestamp, in: tx)
+            }
         }
     }
 }
