@@ -125,9 +125,10 @@ public struct BackgroundTransferResult: Sendable, Hashable, Codable, Identifiabl
 /// The contract, which the queue's hand-off relies on:
 /// - When ``hand(_:)`` returns, the service has the transfer: it runs even if this process ends right after.
 /// - Every transfer handed over ends in exactly one result, which ``results()`` returns (after a restart of
-///   this process too) until ``acknowledge(_:)`` is called with its id. A service may lose a transfer (the
-///   device restarted, the system gave up); it then neither runs it nor reports it, and ``running()`` no
-///   longer names it.
+///   this process too) until ``acknowledge(_:)`` is called with its id. ``running()`` names the transfer
+///   from the moment ``hand(_:)`` returns until its result is there: never is it in neither. A service may
+///   lose a transfer (the device restarted, the system gave up); it then neither runs it nor reports it,
+///   and ``running()`` no longer names it.
 /// - ``acknowledge(_:)`` of an unknown id does nothing.
 public protocol BackgroundTransferService: Sendable {
     /// Hands a transfer to the service.

@@ -126,12 +126,17 @@ public final class URLSessionTransferService: BackgroundTransferService {
         task.resume()
     }
 
-    /// The ids of the session's tasks that have not completed.
+    /// The ids of the session's tasks, completed ones included.
+    ///
+    /// The session lists a task until it is invalidated, which follows the delegate's last call for it, and
+    /// runs the handler on the delegate queue, which is serial: a completed task listed there has its
+    /// result still to be written. Leaving it out would let the queue see a transfer neither running nor
+    /// reported, and take it back while its result is on the way.
     public func running() async throws -> Set<String> {
         await withCheckedContinuation { continuation in
             session.getTasksWithCompletionHandler { data, uploads, downloads in
                 var ids: Set<String> = []
-                for task in data as [URLSessionTask] + uploads + downloads where task.state != .completed {
+                for task in data as [URLSessionTask] + uploads + downloads {
                     if let id = task.taskDescription { ids.insert(id) }
                 }
                 continuation.resume(returning: ids)

@@ -41,8 +41,10 @@ actor BackgroundStore {
         for _ in 0..<count {
             guard !order.isEmpty else { break }
             let id = order.removeFirst()
-            guard let transfer = handed.removeValue(forKey: id) else { continue }
+            guard let transfer = handed[id] else { continue }
+            // Named as running until its result is there, as the service contract asks.
             results[id] = await perform(transfer)
+            handed[id] = nil
         }
         for subscriber in subscribers.values { subscriber.yield() }
     }

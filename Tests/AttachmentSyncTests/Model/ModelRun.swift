@@ -210,7 +210,9 @@ final class ModelRun {
         }
         if history.setup.background {
             var transfers = BackgroundTransfers(service: ModelBackgroundService(store: background, crash: crash))
-            transfers.recoveryDelay = .seconds(20)
+            // No grace: every adoption may take back any transfer the service neither runs nor reported, so
+            // the histories test that adoption never mistakes one being handed or just finished for lost.
+            transfers.recoveryDelay = .zero
             configuration.backgroundTransfers = transfers
         }
         let remote = ModelRemote(store: store, disk: disk)

@@ -48,13 +48,17 @@ extension AttachmentQueue {
         let now = wallClock.milliseconds()
         let grace = context.options.recoveryDelay.clampedMilliseconds
         do {
-            // The service first: a record read afterwards is one the service knew of, or one being handed.
+            // The records first, then the hand-overs in progress, then the service. A record was written
+            // before its hand-over began; one no longer being handed when `handing` is read had reached the
+            // service by then, so the service names it in `running()` or `results()` (read in that order,
+            // as a transfer leaves the first for the second), unless the service lost it. Read in any other
+            // order, a hand-over finishing between the reads looks lost.
+            records = try await db.readTransaction { tx in try handOffs.handOffs(in: tx) }
+            let handing = context.handing.withLock { $0 }
             let running = try await service.running()
             let results = try await service.results()
-            records = try await db.readTransaction { tx in try handOffs.handOffs(in: tx) }
             steps = HandOffPolicy.steps(
-                records: records, running: running, results: results, handing: context.handing.withLock { $0 },
-                now: now, grace: grace)
+                records: records, running: running, results: results, handing: handing, now: now, grace: grace)
             scheduleRecoveryCheck(records, running: running, results: results, now: now, grace: grace)
         } catch {
             logError("reading the background transfer service's results failed", error)
