@@ -11,7 +11,7 @@ import Testing
 
 /// An object as a server holds it, and how that server bends HTTP's rules: what the HTTP transport (shared by
 /// the S3 and HTTP adapters) must survive. The server follows the rules unless told otherwise.
-private final class ServedObject: Sendable {
+final class ServedObject: Sendable {
     struct Behaviour: Sendable {
         var content: Data
         var etag: String? = "\"v1\""
@@ -33,6 +33,8 @@ private final class ServedObject: Sendable {
         var ignoresClosedRanges = false
         /// Ranges of both ends see the object as it is now: changed since the whole GET, with this `ETag`.
         var closedRangesSeeETag: String?
+        /// Drop the connection after this many bytes of every body (whole or ranged).
+        var closeAfter: Int?
     }
 
     let behaviour: LockedValue<Behaviour>
@@ -65,7 +67,8 @@ private final class ServedObject: Sendable {
         if let closed, !object.ignoresClosedRanges {
             headers.append(("content-range", "bytes \(closed.start)-\(closed.end)/\(size)"))
             return ScriptedResponse(
-                .partialContent, headers: headers, body: object.content.subdata(in: closed.start..<(closed.end + 1)))
+                .partialContent, headers: headers, body: object.content.subdata(in: closed.start..<(closed.end + 1)),
+                closeAfter: object.closeAfter)
         }
         if request.method == .HEAD {
             headers.append(("content-length", String(size)))
@@ -79,14 +82,17 @@ private final class ServedObject: Sendable {
             }
             let start = object.rangeStart ?? asked
             headers.append(("content-range", "bytes \(start)-\(size - 1)/\(size)"))
-            return ScriptedResponse(.partialContent, headers: headers, body: object.content.subdata(in: start..<size))
+            return ScriptedResponse(
+                .partialContent, headers: headers, body: object.content.subdata(in: start..<size),
+                closeAfter: object.closeAfter)
         }
         if object.chunked {
             headers.append(("transfer-encoding", "chunked"))
         } else if let claimed = object.claimedLength {
             headers.append(("content-length", String(claimed)))
         }
-        return ScriptedResponse(.ok, headers: headers, body: object.content, holdAfter: object.holdAfter)
+        return ScriptedResponse(
+            .ok, headers: headers, body: object.content, holdAfter: object.holdAfter, closeAfter: object.closeAfter)
     }
 }
 
@@ -97,7 +103,7 @@ struct HostileServerTests {
     static let changed = testBytes(count: 200_000, seed: 8)
 
     /// Runs `body` with an HTTP adapter on a scripted server serving `object`, and a folder for downloads.
-    private static func with(
+    static func with(
         _ object: ServedObject, transport: TestTransport,
         configure: (inout HTTPRemoteStorage.Configuration) -> Void = { _ in },
         _ body: (HTTPRemoteStorage, ScriptedHTTPServer, URL) async throws -> Void

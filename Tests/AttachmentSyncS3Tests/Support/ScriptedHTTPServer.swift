@@ -14,15 +14,18 @@ struct ScriptedResponse: Sendable {
     /// Send only this many bytes of the body, then send nothing more and keep the connection open until the
     /// server stops: a server that stalls (or trickles) mid-body.
     var holdAfter: Int?
+    /// Send only this many bytes of the body, then close the connection: a connection that drops mid-body.
+    var closeAfter: Int?
 
     init(
         _ status: HTTPResponseStatus, headers: [(name: String, value: String)] = [], body: Data = Data(),
-        holdAfter: Int? = nil
+        holdAfter: Int? = nil, closeAfter: Int? = nil
     ) {
         self.status = status
         self.headers = headers
         self.body = body
         self.holdAfter = holdAfter
+        self.closeAfter = closeAfter
     }
 }
 
@@ -138,9 +141,18 @@ private final class ScriptedHandler: ChannelInboundHandler, RemovableChannelHand
         context.write(
             wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: response.status, headers: headers))),
             promise: nil)
-        let sent = request.method == .HEAD ? Data() : response.body.prefix(response.holdAfter ?? .max)
+        let sent =
+            request.method == .HEAD
+            ? Data() : response.body.prefix(min(response.holdAfter ?? .max, response.closeAfter ?? .max))
         if !sent.isEmpty {
             context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: sent)))), promise: nil)
+        }
+        if let closeAfter = response.closeAfter, closeAfter < response.body.count, request.method != .HEAD {
+            // What was sent goes out first; then the connection drops with the body unfinished.
+            let flushed = context.eventLoop.makePromise(of: Void.self)
+            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer()))), promise: flushed)
+            flushed.futureResult.whenComplete { [channel = context.channel] _ in channel.close(promise: nil) }
+            return
         }
         if response.holdAfter != nil, request.method != .HEAD {
             context.flush()  // and nothing more: the response stalls until the server stops
