@@ -10,7 +10,9 @@ import Testing
 
 /// Random histories of one encrypted download through the real HTTP transport, from a scripted server on
 /// 127.0.0.1 that drops connections mid-body, answers ranges with the whole object, has the object replaced
-/// during a split download, answers a resume from the wrong offset, or serves a new version between tries.
+/// during a split download, answers a resume from the wrong offset, sends bodies chunked, or serves a new
+/// version between tries (under a new `ETag`, or under the old one with conditions ignored, which only
+/// decryption can catch).
 /// The transport writes the ciphertext (in parallel ranges, resumed, or started over) while the encrypted
 /// adapter decrypts it as it arrives and frees what it decrypted. Whatever the history, a download that
 /// succeeds holds exactly the version the server served last, with the digest of the bytes on disk and
@@ -32,7 +34,9 @@ struct EncryptedHostileServerTests {
     }
 
     enum Fault: String, CaseIterable {
-        case none, dropsMidBody, ignoresRanges, replacedDuring, wrongResumeStart, newVersionBefore
+        case none, dropsMidBody, ignoresRanges, replacedDuring, wrongResumeStart, newVersionBefore, chunked
+        /// A new version under the old `ETag`, conditions ignored: only decryption can tell the versions apart.
+        case newVersionSameETag
     }
 
     @Test("every success is the version served last, byte for byte, whatever the server did", arguments: 0..<32)
@@ -94,11 +98,14 @@ struct EncryptedHostileServerTests {
                 return nil
             }
 
+            var lied = false
             func behave(_ fault: Fault) {
-                if fault == .newVersionBefore {
+                if fault == .newVersionBefore || fault == .newVersionSameETag {
                     served = 1 - served
-                    changes += 1
                 }
+                // After a lie the server behaves again: what it serves has an ETag of its own.
+                if fault == .newVersionBefore || (lied && fault != .newVersionSameETag) { changes += 1 }
+                lied = fault == .newVersionSameETag
                 let (version, etag) = (versions[served], "\"v\(changes)\"")
                 let dropAt = 1_000 + Int(random.next(below: 400_000))
                 let resumeStart = Int(random.next(below: UInt64(version.count)))
@@ -110,6 +117,8 @@ struct EncryptedHostileServerTests {
                     case .ignoresRanges: $0.ignoresClosedRanges = true
                     case .replacedDuring: $0.closedRangesSeeETag = "\"replaced\""
                     case .wrongResumeStart: $0.rangeStart = resumeStart
+                    case .chunked: $0.chunked = true
+                    case .newVersionSameETag: $0.ignoresIfMatch = true
                     }
                 }
             }
@@ -119,10 +128,12 @@ struct EncryptedHostileServerTests {
                 behave(fault)
                 let failure = try await attempt()
                 log.append("\(fault.rawValue) → \(failure.map { "\($0.code)" } ?? "ok")")
-                // The server never sends wrong bytes, only fewer, or another version under another ETag: a try
-                // may fail as a dropped connection does, never as damage.
+                // Unless it lies about the version, the server never sends wrong bytes, only fewer, or another
+                // version under another ETag: a try may fail as a dropped connection does, never as damage.
+                let allowed: [AttachmentError.Code] =
+                    fault == .newVersionSameETag ? [.remoteUnavailable, .integrityMismatch] : [.remoteUnavailable]
                 #expect(
-                    failure == nil || failure?.code == .remoteUnavailable,
+                    failure.map { allowed.contains($0.code) } ?? true,
                     "\(failure?.code.description ?? ""): \(failure?.message ?? ""), \(log)")
             }
             // The server behaves from now on: the next try succeeds, resuming or starting over as the faults left it.
