@@ -27,6 +27,9 @@ extension EncryptedRemoteStorage {
         var output: (any FileWriter)?
         /// The file's header length and segment size, once its header is read.
         var layout: (headerLength: Int64, segmentSize: Int64)?
+        /// A resumed download whose key was not here when it was resumed: the header, and the segment to
+        /// decrypt on from once the key is (see ``EncryptedRemoteStorage/resumption(of:sealed:fetched:into:)``).
+        var awaitingKey: (header: EncryptedFormat.Header, segment: UInt32)?
         /// Content bytes flushed to stable storage (all of them before ciphertext is freed).
         var flushed: Int64 = 0
         /// The ciphertext file is a hole from ``FileHoles/alignment`` up to here.
@@ -58,7 +61,10 @@ extension EncryptedRemoteStorage {
     ///
     /// When ciphertext was freed but cannot be resumed (its header unreadable, or the content it was
     /// decrypted into shorter than it must be), the kept ciphertext is removed and `fetched` set to 0: the
-    /// download starts over. Throws `keyUnavailable` (keeping everything) when the header's key is not here.
+    /// download starts over. When the header's key is not here, the state waits for it (everything kept):
+    /// the object may have been encrypted again under another key since (a rotation), which the wrapped
+    /// adapter finds out when it starts the file over; if it does not, the follower asks for the key again
+    /// and the download ends with `keyUnavailable`, the content and ciphertext kept for when it comes.
     func resumption(of attachment: Attachment, sealed: URL, fetched: inout Int64, into destination: URL)
         async throws -> Following?
     {
@@ -82,8 +88,13 @@ extension EncryptedRemoteStorage {
             discard()
             return nil
         }
-        // Without the key, everything waits for it.
-        let key = try await masterKey(header.keyId, for: attachment)
+        // Without the key the state waits for it (see above); any other failure to get it is thrown.
+        var key: SymmetricKey?
+        do {
+            key = try await masterKey(header.keyId, for: attachment)
+        } catch let error as AttachmentError where error.code == .keyUnavailable {
+            key = nil
+        }
         let segmentSize = Int64(header.segmentSize)
         let whole = segmentSize + Int64(EncryptedFormat.tagSize)
         let headerLength = Int64(header.length)
@@ -98,8 +109,12 @@ extension EncryptedRemoteStorage {
             return nil
         }
         let state = Following(generation: 0)
-        state.stream = try DecryptingStream(
-            header: header, masterKey: key, attachmentId: attachment.id, fromSegment: UInt32(segment))
+        if let key {
+            state.stream = try DecryptingStream(
+                header: header, masterKey: key, attachmentId: attachment.id, fromSegment: UInt32(segment))
+        } else {
+            state.awaitingKey = (header, UInt32(segment))
+        }
         state.layout = (headerLength, segmentSize)
         state.consumed = resumeAt
         state.written = contentKept
@@ -184,8 +199,17 @@ extension EncryptedRemoteStorage {
             state.layout = nil
             state.flushed = 0
             state.freedUpTo = FileHoles.alignment
+            state.awaitingKey = nil
         }
         guard progress.end > state.consumed else { return }
+        if let (header, segment) = state.awaitingKey {
+            // A resumed download, the file not started over: it decrypts on from the content kept, with the
+            // key of the ciphertext kept (throws `keyUnavailable` while it is not here, touching nothing).
+            let key = try await masterKey(header.keyId, for: attachment)
+            state.stream = try DecryptingStream(
+                header: header, masterKey: key, attachmentId: attachment.id, fromSegment: segment)
+            state.awaitingKey = nil
+        }
         if state.stream == nil {
             // The header and the decision plain or encrypted need the first 304 bytes (or the whole file).
             guard progress.end >= 304 else { return }

@@ -335,4 +335,61 @@ struct EncryptedFollowTests {
         #expect(try Data(contentsOf: target) == second)
         #expect(info.writtenSHA256 == FileStreaming.sha256(second))
     }
+
+    @Test(
+        "content kept under a key this device no longer has: a rotated object is downloaded; an unchanged one waits for the key with everything kept"
+    )
+    func keptContentUnderARetiredKey() async throws {
+        let folder = try TemporaryDirectory()
+        try #require(try Self.punchesHoles(in: folder), "the test folder's file system punches holes")
+        let both = StaticKeyProvider(keys: EncryptedFormatTests.keys, current: "k1")
+        let (content, underK1) = try await Self.ciphertext("photo", seed: 10, keys: both)
+        let (_, underK2) = try await Self.ciphertext(
+            "photo", seed: 10, keys: StaticKeyProvider(keys: EncryptedFormatTests.keys, current: "k2"))
+        let k2Only = StaticKeyProvider(keys: ["k2": try #require(EncryptedFormatTests.keys["k2"])], current: "k2")
+        let target = URL(fileURLWithPath: folder.path(".attachment-sync-download-photo.jpg"))
+        let cut = underK1.count * 3 / 4
+        func interrupted() async throws {
+            var first = ScriptedDownload(steps: [
+                .append(underK1.prefix(cut)), .waitForFreed(below: Int64(cut / 4)), .fail,
+            ])
+            first.ranged = true
+            await #expect(throws: AttachmentError.self) {
+                _ = try await Self.download(first, in: folder, keys: both, freeingInterval: 256 << 10)
+            }
+            #expect(try Data(contentsOf: target).count >= cut / 2, "content kept, its ciphertext freed")
+        }
+
+        // The object was re-encrypted under k2 and k1 retired here: the adapter finds it changed and starts over.
+        try await interrupted()
+        var rotated = ScriptedDownload(steps: [.restart(underK2.prefix(1_000)), .append(underK2.dropFirst(1_000))])
+        rotated.ranged = true
+        let kept = try Data(contentsOf: target).count
+        let (info, _) = try await Self.download(
+            rotated, in: folder, keys: k2Only, freeingInterval: 256 << 10, from: Int64(kept))
+        #expect(try Data(contentsOf: target) == content)
+        #expect(info.writtenSHA256 == FileStreaming.sha256(content))
+        try FileManager.default.removeItem(at: target)
+
+        // The object did not change: the key is missing, and the content kept waits for it.
+        try await interrupted()
+        let keptContent = try Data(contentsOf: target)
+        var unchanged = ScriptedDownload(steps: [.append(underK1.dropFirst(cut))])
+        unchanged.ranged = true
+        do {
+            _ = try await Self.download(
+                unchanged, in: folder, keys: k2Only, freeingInterval: 256 << 10, from: Int64(keptContent.count))
+            Issue.record("decrypted without the key")
+        } catch let error as AttachmentError {
+            #expect(error.code == .keyUnavailable, "\(error.message)")
+        }
+        #expect(try Data(contentsOf: target).prefix(keptContent.count) == keptContent, "the content kept stays")
+        // With the key back, it decrypts on from the content kept, fetching nothing more.
+        var rest = ScriptedDownload(steps: [])
+        rest.ranged = true
+        let (again, _) = try await Self.download(rest, in: folder, keys: both, freeingInterval: 256 << 10)
+        #expect(rest.offsets.withLock { $0 } == [Int64(underK1.count)], "nothing fetched again")
+        #expect(try Data(contentsOf: target) == content)
+        #expect(again.writtenSHA256 == FileStreaming.sha256(content))
+    }
 }
