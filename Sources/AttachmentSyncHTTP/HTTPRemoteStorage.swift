@@ -25,7 +25,7 @@ import Logging
 ///     headers: { [("Authorization", "Bearer \(try await session.accessToken())")] }
 /// ))
 /// ```
-public final class HTTPRemoteStorage: RemoteStorageAdapter {
+public final class HTTPRemoteStorage: RemoteStorageAdapter, DownloadSinkAdapter {
     /// Returns the headers to send with a request (an `Authorization` header, say). Called before every
     /// request; it may throw to fail the request.
     public typealias HeadersProvider = @Sendable () async throws -> [(name: String, value: String)]

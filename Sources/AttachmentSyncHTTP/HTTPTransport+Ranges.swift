@@ -20,58 +20,6 @@ struct ParallelDownloads: Sendable, Hashable {
     var concurrency: Int
 }
 
-/// A file written at explicit offsets from several tasks at once (`pwrite(2)` on one descriptor).
-///
-/// The one file a download writes without the core's file layer, which has no positional writes: a layer
-/// writer opened at an offset cuts the file there, so ranges could not be written side by side.
-final class PositionalFile: Sendable {
-    let path: String
-    private let descriptor: Int32
-
-    /// Opens the file for writing, created or truncated.
-    init(path: String) throws {
-        self.path = path
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else {
-            throw AttachmentError(
-                code: .fileSystem, message: "cannot create \(path): \(String(cString: strerror(errno)))", path: path)
-        }
-        self.descriptor = descriptor
-    }
-
-    deinit { _ = close(descriptor) }
-
-    /// Writes all of `bytes` at `offset`.
-    func write(_ bytes: Data, at offset: Int64) throws {
-        try bytes.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) in
-            guard var pointer = buffer.baseAddress else { return }
-            var remaining = buffer.count
-            var position = offset
-            while remaining > 0 {
-                let written = pwrite(descriptor, pointer, remaining, off_t(position))
-                if written < 0 {
-                    let code = errno
-                    if code == EINTR { continue }
-                    throw AttachmentError(
-                        code: .fileSystem, message: "cannot write \(path): \(String(cString: strerror(code)))",
-                        path: path)
-                }
-                remaining -= written
-                pointer += written
-                position += Int64(written)
-            }
-        }
-    }
-
-    /// Cuts the file to `length` bytes.
-    func truncate(to length: Int64) throws {
-        guard ftruncate(descriptor, off_t(length)) == 0 else {
-            throw AttachmentError(
-                code: .fileSystem, message: "cannot truncate \(path): \(String(cString: strerror(errno)))", path: path)
-        }
-    }
-}
-
 /// Which ranges of a parallel download are claimed and finished, and how many bytes arrived.
 private struct RangeProgress: Sendable {
     var nextPart = 1
@@ -115,7 +63,8 @@ extension HTTPTransport {
     /// the split: no other range is asked for, and that answer is written whole.
     func downloadInRanges(
         _ first: HTTPEngineResponse, to destination: URL, length: Int64, validator: ResumeValidator,
-        plan: ParallelDownloads, event: RequestEvent, attachmentId: String?, meter: TransferMeter,
+        plan: ParallelDownloads, sink: (any DownloadSink)?, event: RequestEvent, attachmentId: String?,
+        meter: TransferMeter,
         progress: @escaping TransferProgressHandler,
         send: @escaping DownloadRequest
     ) async throws -> DownloadedObject {
@@ -130,7 +79,7 @@ extension HTTPTransport {
         let throttle = BandwidthThrottle.current
         // A wrapper following the file learns how far it is written in order; it checks the bytes itself.
         let tap = DownloadTap.current
-        let hashes = tap?.skipsDigest != true
+        let hashes = tap?.skipsDigest != true && sink == nil
         progress(TransferProgress(completedBytes: 0, totalBytes: length))
 
         @Sendable func received(_ count: Int64, firstPart: Bool) {
@@ -165,7 +114,11 @@ extension HTTPTransport {
                     bytes = bytes.prefix(Int(count - written))
                 }
                 try await throttle?.take(bytes.count)
-                try file.write(bytes, at: start + written)
+                if let sink {
+                    try await sink.write(bytes, at: start + written)
+                } else {
+                    try file.write(bytes, at: start + written)
+                }
                 written += Int64(bytes.count)
                 if firstPart { tap?.written(upTo: start + written) }
                 received(Int64(bytes.count), firstPart: firstPart)
@@ -187,7 +140,11 @@ extension HTTPTransport {
                             + "than its \(length) bytes", attachmentId: attachmentId, name: event.object)
                 }
                 try await throttle?.take(bytes.count)
-                try file.write(bytes, at: position)
+                if let sink {
+                    try await sink.write(bytes, at: position)
+                } else {
+                    try file.write(bytes, at: position)
+                }
                 position += Int64(bytes.count)
                 received(Int64(bytes.count), firstPart: false)
                 while nextMark < partCount, min(length, Int64(nextMark + 1) * partSize) <= position {
@@ -302,7 +259,9 @@ extension HTTPTransport {
             }
         } catch {
             finishing.finish()
-            let end = state.withLock { $0.contiguousEnd(partSize: partSize, length: length) }
+            var end = state.withLock { $0.contiguousEnd(partSize: partSize, length: length) }
+            // A sink that took the bytes says what the file holds for a later try.
+            if let sink { end = sink.keep(upTo: end) }
             if (try? file.truncate(to: end)) != nil, end > 0 {
                 validator.save(to: validatorURL, files: files)
             }

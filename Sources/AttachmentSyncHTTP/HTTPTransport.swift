@@ -252,12 +252,19 @@ struct HTTPTransport: Sendable {
                 return await startOver("the object is not the one the partial download came from")
             }
             try refuse(total: total, expectedSize: expectedSize, event: event, attachmentId: attachmentId)
+            let sink = DownloadSinks.current.flatMap { $0.accepts(total: total, from: offset) ? $0 : nil }
             let handle = try files.openDownload(destination, at: offset)
             defer { handle.close() }
             var noHasher: SHA256? = nil
-            try await write(
-                response, to: handle, url: destination, base: offset, expected: total - offset, total: total,
-                hashing: &noHasher, event: event, attachmentId: attachmentId, meter: meter, progress: progress)
+            do {
+                try await write(
+                    response, to: handle, url: destination, base: offset, expected: total - offset, total: total,
+                    sink: sink, hashing: &noHasher, event: event, attachmentId: attachmentId, meter: meter,
+                    progress: progress)
+            } catch {
+                _ = sink?.keep(upTo: 0)
+                throw error
+            }
             try? files.removeFile(atPath: Self.resumeValidatorURL(for: destination).path)
             return DownloadedObject(size: total, headers: response.headers)
         case .rangeNotSatisfiable:
@@ -294,11 +301,33 @@ struct HTTPTransport: Sendable {
         if let length {
             try refuse(total: length, expectedSize: expectedSize, event: event, attachmentId: attachmentId)
         }
-        let validatorURL = Self.resumeValidatorURL(for: destination)
         // The tap hears of the new start before the file is cut: a follower freeing the old bytes it decrypted
         // (see `DownloadTap.unlessStartedOver(since:_:)`) never frees new ones.
         let tap = DownloadTap.current
         tap?.startedOver()
+        // A wrapper that takes the bytes as they arrive (and decrypts them) is asked before the file is cut.
+        let sink = DownloadSinks.current.flatMap { $0.accepts(total: length, from: 0) ? $0 : nil }
+        do {
+            return try await writeWhole(
+                response, to: destination, length: length, expectedSize: expectedSize, tap: tap, sink: sink,
+                event: event, attachmentId: attachmentId, meter: meter, parallel: parallel, progress: progress,
+                send: send)
+        } catch {
+            // What the sink leaves in the file for a later try (the sink's own when it took the ranges).
+            _ = sink?.keep(upTo: 0)
+            throw error
+        }
+    }
+
+    /// ``writeWhole(_:to:expectedSize:event:attachmentId:meter:parallel:progress:send:)`` once the tap and the
+    /// sink heard of the new start.
+    private func writeWhole(
+        _ response: HTTPEngineResponse, to destination: URL, length: Int64?, expectedSize: Int64?,
+        tap: DownloadTap?, sink: (any DownloadSink)?, event: RequestEvent, attachmentId: String?,
+        meter: TransferMeter, parallel: ParallelDownloads?, progress: @escaping TransferProgressHandler,
+        send: @escaping DownloadRequest
+    ) async throws -> DownloadedObject {
+        let validatorURL = Self.resumeValidatorURL(for: destination)
         let handle = try files.openDownload(destination, at: 0)
         defer { handle.close() }
         // A small object is fetched again whole rather than resumed: its validator file would cost more (a
@@ -311,8 +340,8 @@ struct HTTPTransport: Sendable {
         {
             handle.close()
             return try await downloadInRanges(
-                response, to: destination, length: length, validator: validator, plan: parallel, event: event,
-                attachmentId: attachmentId, meter: meter, progress: progress, send: send)
+                response, to: destination, length: length, validator: validator, plan: parallel, sink: sink,
+                event: event, attachmentId: attachmentId, meter: meter, progress: progress, send: send)
         }
         if let validator {
             validator.save(to: validatorURL, files: files)
@@ -323,7 +352,7 @@ struct HTTPTransport: Sendable {
         var hasher: SHA256? = tap?.skipsDigest == true ? nil : SHA256()
         let written = try await write(
             response, to: handle, url: destination, base: 0, expected: length, total: length, limit: expectedSize,
-            hashing: &hasher, event: event, attachmentId: attachmentId, meter: meter, progress: progress)
+            sink: sink, hashing: &hasher, event: event, attachmentId: attachmentId, meter: meter, progress: progress)
         if validator != nil { try? files.removeFile(atPath: validatorURL.path) }
         return DownloadedObject(
             size: length ?? written, headers: response.headers, writtenSize: written,
@@ -346,7 +375,8 @@ struct HTTPTransport: Sendable {
     @discardableResult
     func write(
         _ response: HTTPEngineResponse, to handle: any FileWriter, url: URL, base: Int64, expected: Int64?,
-        total: Int64?, limit: Int64? = nil, hashing hasher: inout SHA256?, event: RequestEvent,
+        total: Int64?, limit: Int64? = nil, sink: (any DownloadSink)? = nil, hashing hasher: inout SHA256?,
+        event: RequestEvent,
         attachmentId: String?, meter: TransferMeter, progress: TransferProgressHandler
     ) async throws -> Int64 {
         var written: Int64 = 0
@@ -363,8 +393,12 @@ struct HTTPTransport: Sendable {
                         message: "\(service) \(event.operation) of \(String(reflecting: event.object)) sent more "
                             + "than the attachment's \(limit) bytes", attachmentId: attachmentId, name: event.object)
                 }
-                try handle.write(chunk)
-                hasher?.update(data: chunk)
+                if let sink {
+                    try await sink.write(chunk, at: base + written)
+                } else {
+                    try handle.write(chunk)
+                    hasher?.update(data: chunk)
+                }
                 written += count
                 tap?.written(upTo: base + written)
                 meter.add(count)

@@ -33,7 +33,7 @@ import Logging
 /// })
 /// let queue = AttachmentQueue(db: db, attachmentsDirectory: dir, remoteStorage: storage, watchAttachments: …)
 /// ```
-public final class PresignedRemoteStorage: RemoteStorageAdapter {
+public final class PresignedRemoteStorage: RemoteStorageAdapter, DownloadSinkAdapter {
     /// Thrown by your ``Configuration/authorize`` closure when the backend refuses an operation; the request
     /// fails with `accessDenied` and the reason.
     public struct Denied: Error, Sendable, Hashable, CustomStringConvertible {

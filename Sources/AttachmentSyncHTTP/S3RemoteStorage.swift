@@ -32,7 +32,7 @@ import Logging
 /// // …
 /// try await storage.shutdown()
 /// ```
-public final class S3RemoteStorage: RemoteStorageAdapter {
+public final class S3RemoteStorage: RemoteStorageAdapter, DownloadSinkAdapter {
     /// The methods a presigned URL can be made for.
     public enum PresignedMethod: String, Sendable, Hashable {
         /// Download the object.

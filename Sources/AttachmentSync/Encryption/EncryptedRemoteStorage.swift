@@ -306,20 +306,26 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
         // The wrapped adapter need not hash the ciphertext (every segment authenticates), and a large file is
         // decrypted as it arrives.
         let tap = DownloadTap(writtenUpTo: fetched, skipsDigest: true)
+        // An adapter that offers its bytes as they arrive has a large file decrypted before it reaches the
+        // disk, unless the download resumes content kept (which the follower does).
+        let sink =
+            base is any DownloadSinkAdapter
+            ? DecryptingSink(storage: self, attachment: attachment, sealed: sealed, destination: destination) : nil
         // Followed from the start when the row says the file is large (or the content is resumed), else once
-        // the object's size shows it.
+        // the object's size shows it; never once the sink took the download (when there is a sink, the first
+        // progress report comes after the adapter asked it).
         let following = LockedValue<Task<RemoteObjectInfo?, Never>?>(nil)
         @Sendable func followIfLarge(_ size: Int64?) {
             guard let size, size >= Self.followedDownloadSize else { return }
             following.withLock {
-                if $0 == nil {
+                if $0 == nil, sink?.leaveToFollower() ?? true {
                     $0 = Task {
                         await follow(tap, sealed: sealed, into: destination, attachment: attachment, resumed: resumed)
                     }
                 }
             }
         }
-        followIfLarge(resumed != nil ? Int64.max : attachment.size)
+        if resumed != nil || sink == nil { followIfLarge(resumed != nil ? Int64.max : attachment.size) }
         // An object larger than any encrypted file of the row's size is stopped as soon as its size shows (as
         // the wrapped adapter refuses a plain object of the wrong size before its body): it does not fill the
         // disk. The transfer runs in a task of its own, which that stop cancels.
@@ -327,21 +333,25 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
         let stop = LockedValue<(transfer: Task<RemoteObjectInfo, any Error>?, seen: Int64?)>((nil, nil))
         let transfer = Task {
             try await DownloadTap.$current.withValue(tap) {
-                try await base.downloadFile(attachment: Self.stored(attachment), into: sealed, from: fetched) {
-                    sent in
-                    if let ceiling, max(sent.totalBytes ?? 0, sent.completedBytes) > ceiling {
-                        let size = max(sent.totalBytes ?? 0, sent.completedBytes)
-                        stop.withLock {
-                            $0.seen = $0.seen ?? size
-                            return $0.transfer
-                        }?.cancel()
+                try await DownloadSinks.$current.withValue(sink) {
+                    try await base.downloadFile(attachment: Self.stored(attachment), into: sealed, from: fetched) {
+                        sent in
+                        if let ceiling, max(sent.totalBytes ?? 0, sent.completedBytes) > ceiling {
+                            let size = max(sent.totalBytes ?? 0, sent.completedBytes)
+                            stop.withLock {
+                                $0.seen = $0.seen ?? size
+                                return $0.transfer
+                            }?.cancel()
+                        }
+                        if attachment.size == nil || sink != nil {
+                            followIfLarge(attachment.size ?? max(sent.totalBytes ?? 0, sent.completedBytes))
+                        }
+                        // In content bytes: the share of the ciphertext received, of the content's size.
+                        guard let contentSize = attachment.size, let storedSize = sent.totalBytes else {
+                            return progress(TransferProgress(completedBytes: sent.completedBytes, totalBytes: nil))
+                        }
+                        progress(Self.contentProgress(sent, contentSize: contentSize, storedSize: storedSize))
                     }
-                    if attachment.size == nil { followIfLarge(max(sent.totalBytes ?? 0, sent.completedBytes)) }
-                    // In content bytes: the share of the ciphertext received, of the content's size.
-                    guard let contentSize = attachment.size, let storedSize = sent.totalBytes else {
-                        return progress(TransferProgress(completedBytes: sent.completedBytes, totalBytes: nil))
-                    }
-                    progress(Self.contentProgress(sent, contentSize: contentSize, storedSize: storedSize))
                 }
             }
         }
@@ -369,6 +379,11 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
             tap.finish()
             let oversized = oversized()
             if oversized != nil || (error as? AttachmentError)?.code == .remoteNotFound { keepSealed = false }
+            // The sink left the content it decrypted, and the ciphertext file to resume it (see
+            // `DecryptingSink.keep(upTo:)`), under the same conditions as the follower.
+            if sink?.took == true, !keepSealed || !base.supportsRangedDownloads {
+                try? files.removeFile(atPath: destination.path)
+            }
             if let follower = following.withLock({ $0 }) {
                 follower.cancel()
                 _ = await follower.value
@@ -380,6 +395,24 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
         }
         // No progress reports come any more: the follower, if any, is this one.
         let follower = following.withLock { $0 }
+        if let sink, sink.took, oversized() == nil {
+            tap.finish()
+            let content: RemoteObjectInfo?
+            do {
+                content = try await sink.finish()
+            } catch {
+                keepSealed = false
+                try? files.removeFile(atPath: destination.path)
+                throw error
+            }
+            if let content, let contentSize = content.writtenSize {
+                keepSealed = false
+                progress(TransferProgress(completedBytes: contentSize, totalBytes: contentSize))
+                return content
+            }
+            // Not decrypted (a plain file, a header it could not read, a key not here): the ciphertext file
+            // holds the object, read below as any download's.
+        }
         // An adapter that did not stop when cancelled.
         if let oversized = oversized() {
             keepSealed = false
@@ -389,6 +422,7 @@ public struct EncryptedRemoteStorage: RemoteStorageAdapter {
                 _ = await follower.value
                 try? files.removeFile(atPath: destination.path)
             }
+            if sink?.took == true { try? files.removeFile(atPath: destination.path) }
             throw oversized
         }
         if let follower {
