@@ -89,6 +89,15 @@ final class DecryptingSink: DownloadSink {
                     from: source)
             }
             var merged = offset..<(offset + source.count)
+            // The common case, in place: the bytes of one range arriving in order.
+            if filled.isEmpty {
+                filled.append(merged)
+                return merged == 0..<bytes.count
+            }
+            if filled.count == 1, filled[0].upperBound == offset {
+                filled[0] = filled[0].lowerBound..<merged.upperBound
+                return filled[0] == 0..<bytes.count
+            }
             var kept: [Range<Int>] = []
             for range in filled {
                 if range.upperBound < merged.lowerBound || range.lowerBound > merged.upperBound {
@@ -482,12 +491,14 @@ final class DecryptingSink: DownloadSink {
                 guard state.generation == generation else { throw CancellationError() }
                 guard index >= state.hashed, !state.opening.contains(index), !state.decrypted.contains(index)
                 else { return nil }
-                var pending = state.pending[index] ?? Pending(count: Int(opened.whole), spare: state.spare.popLast())
+                // Taken out of the table while it is filled, so that its bytes are not copied (one owner).
+                var pending =
+                    state.pending.removeValue(forKey: index)
+                    ?? Pending(count: Int(opened.whole), spare: state.spare.popLast())
                 guard piece.withUnsafeBytes({ pending.fill($0, at: within) }) else {
                     state.pending[index] = pending
                     return nil
                 }
-                state.pending[index] = nil
                 state.opening.insert(index)
                 return pending.bytes
             }
