@@ -55,18 +55,8 @@ final class DecryptingSink: DownloadSink {
             guard let index = UInt32(exactly: index) else {
                 throw EncryptedFormat.Failure(kind: .trailingBytes, detail: "the file has more segments than any")
             }
-            let tagStart = segment.count - EncryptedFormat.tagSize
-            do {
-                let box = try AES.GCM.SealedBox(
-                    nonce: EncryptedFormat.nonce(header, index: index, last: last),
-                    ciphertext: UnsafeRawBufferPointer(rebasing: segment[..<tagStart]),
-                    tag: UnsafeRawBufferPointer(rebasing: segment[tagStart...]))
-                return try AES.GCM.open(box, using: fileKey, authenticating: additionalData)
-            } catch {
-                throw EncryptedFormat.Failure(
-                    kind: .segmentRejected,
-                    detail: "segment \(index) does not authenticate\(last ? " as the last one" : "")")
-            }
+            return try EncryptedFormat.open(
+                segment, index: index, last: last, header: header, fileKey: fileKey, additionalData: additionalData)
         }
     }
 
@@ -257,14 +247,7 @@ final class DecryptingSink: DownloadSink {
     }
 
     func keep(upTo end: Int64) -> Int64 {
-        let taken = state.withLock { state -> State in
-            let taken = state
-            state.failure = CancellationError()
-            state.content = nil
-            state.passthrough = nil
-            state.pending = [:]
-            return taken
-        }
+        let taken = ended()
         // Asked again (by the adapter's outer layers as well): the same answer, the files left as they are.
         if let kept = taken.kept { return kept }
         let kept = keeping(taken, upTo: end)
@@ -326,11 +309,9 @@ final class DecryptingSink: DownloadSink {
         }
     }
 
-    /// The content's size and SHA-256 once the wrapped adapter returned, the file whole; `nil` when the
-    /// sink did not decrypt it (the wrapped adapter's file then holds the object). Throws `integrityMismatch`
-    /// when the file is cut short or its last segment does not authenticate.
-    func finish() async throws -> RemoteObjectInfo? {
-        let taken = state.withLock { state -> State in
+    /// The state as the download left it; every later write fails, and the files are no longer the sink's.
+    private func ended() -> State {
+        state.withLock { state in
             let taken = state
             state.failure = CancellationError()
             state.content = nil
@@ -338,6 +319,13 @@ final class DecryptingSink: DownloadSink {
             state.pending = [:]
             return taken
         }
+    }
+
+    /// The content's size and SHA-256 once the wrapped adapter returned, the file whole; `nil` when the
+    /// sink did not decrypt it (the wrapped adapter's file then holds the object). Throws `integrityMismatch`
+    /// when the file is cut short or its last segment does not authenticate.
+    func finish() async throws -> RemoteObjectInfo? {
+        let taken = ended()
         switch taken.mode {
         case .undecided, .declined, .passthrough:
             return nil

@@ -152,6 +152,28 @@ enum EncryptedFormat {
         try AES.GCM.Nonce(data: header.noncePrefix + Header.bigEndian(index) + [last ? 1 : 0])
     }
 
+    /// The content of segment `index` of a file with `header`, whose ciphertext and tag are `segment`, opened
+    /// with the file's key; throws `segmentRejected` when it does not authenticate (changed, moved, from
+    /// another file or another attachment's, the wrong key, or not the last segment although the content
+    /// ends there: the same answer, nothing opened).
+    static func open(
+        _ segment: UnsafeRawBufferPointer, index: UInt32, last: Bool, header: Header, fileKey: SymmetricKey,
+        additionalData: [UInt8]
+    ) throws -> Data {
+        let tagStart = segment.count - tagSize
+        do {
+            let box = try AES.GCM.SealedBox(
+                nonce: nonce(header, index: index, last: last),
+                ciphertext: UnsafeRawBufferPointer(rebasing: segment[..<tagStart]),
+                tag: UnsafeRawBufferPointer(rebasing: segment[tagStart...]))
+            return try AES.GCM.open(box, using: fileKey, authenticating: additionalData)
+        } catch {
+            throw Failure(
+                kind: .segmentRejected,
+                detail: "segment \(index) does not authenticate\(last ? " as the last one" : "")")
+        }
+    }
+
     /// The size of the encrypted file for `plaintextSize` bytes of content.
     static func ciphertextSize(plaintextSize: Int64, header: Header) -> Int64 {
         let segments = plaintextSize / Int64(header.segmentSize) + 1

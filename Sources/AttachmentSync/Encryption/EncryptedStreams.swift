@@ -255,20 +255,8 @@ struct DecryptingStream {
     /// The content of `segment`, opened as the next segment.
     private func opened(_ segment: UnsafeRawBufferPointer, last: Bool) throws -> Data {
         guard let header, let key else { return Data() }
-        let tagStart = segment.count - EncryptedFormat.tagSize
-        do {
-            let box = try AES.GCM.SealedBox(
-                nonce: EncryptedFormat.nonce(header, index: index, last: last),
-                ciphertext: UnsafeRawBufferPointer(rebasing: segment[..<tagStart]),
-                tag: UnsafeRawBufferPointer(rebasing: segment[tagStart...]))
-            return try AES.GCM.open(box, using: key, authenticating: additionalData)
-        } catch {
-            // Changed, moved, from another file or another attachment's, the wrong key, or not the last
-            // segment although the content ends there (cut short): the same answer, nothing opened.
-            throw EncryptedFormat.Failure(
-                kind: .segmentRejected,
-                detail: "segment \(index) does not authenticate\(last ? " as the last one" : "")")
-        }
+        return try EncryptedFormat.open(
+            segment, index: index, last: last, header: header, fileKey: key, additionalData: additionalData)
     }
 
     /// Moves past a segment that opened to `content`, and hands the content on.

@@ -228,60 +228,20 @@ struct DecryptingSinkHistoryTests {
             size: random.next(below: 4) == 0 ? nil : Int64(size))
         var log: [String] = ["segment \(segmentSize), size \(size), freeing \(freeing)"]
 
-        func attempt(_ plan: TryPlan, damaged: Bool) async throws -> AttachmentError? {
-            let remote = EncryptedRemoteStorage(
-                wrapping: SinkDownload(versions: versions, plan: plan, kept: remoteKept),
-                keys: EncryptedRemoteStorageTests.keys, segmentSize: segmentSize, freeingInterval: freeing)
-            let partial = (try? FileManager.default.attributesOfItem(atPath: target.path)[.size] as? Int) ?? 0
-            do {
-                let info = try await remote.downloadFile(attachment: attachment, into: target, from: Int64(partial)) {
-                    _ in
+        try await EncryptedDownloadHistoryTests.history(
+            &random, log: &log, plan: { Self.randomPlan(&$0, versions: versions, clean: $1) },
+            flips: { $0.flip != nil },
+            attempt: { plan, damaged, log in
+                let remote = EncryptedRemoteStorage(
+                    wrapping: SinkDownload(versions: versions, plan: plan, kept: remoteKept),
+                    keys: EncryptedRemoteStorageTests.keys, segmentSize: segmentSize, freeingInterval: freeing)
+                return try await EncryptedDownloadHistoryTests.attempt(
+                    into: target, in: folder, expected: contents[plan.version], remoteKept: remoteKept,
+                    damaged: damaged,
+                    log: log
+                ) { partial in
+                    try await remote.downloadFile(attachment: attachment, into: target, from: partial) { _ in }
                 }
-                let received = try Data(contentsOf: target)
-                let expected = contents[plan.version]
-                #expect(
-                    received == expected,
-                    "a success holds \(received.count) bytes, not version \(plan.version)'s \(expected.count): \(log)")
-                #expect(info.writtenSize == Int64(received.count), "\(log)")
-                #expect(info.writtenSHA256 == FileStreaming.sha256(received), "\(log)")
-                let left = try FileManager.default.contentsOfDirectory(atPath: folder.path)
-                #expect(left == [target.lastPathComponent], "nothing but the content is left: \(left), \(log)")
-                try FileManager.default.removeItem(at: target)
-                remoteKept.withLock { $0 = nil }
-                return nil
-            } catch let error as AttachmentError {
-                #expect(
-                    [.remoteUnavailable, .integrityMismatch].contains(error.code),
-                    "\(error.code): \(error.message), \(log)")
-                if error.code == .integrityMismatch {
-                    #expect(
-                        damaged || plan.flip != nil, "a refusal without damage delivered: \(error.message), \(log)")
-                }
-                return error
-            }
-        }
-
-        var damaged = false
-        for _ in 0..<(2 + Int(random.next(below: 5))) {
-            let plan = Self.randomPlan(&random, versions: versions, clean: false)
-            log.append(plan.description)
-            let failure = try await attempt(plan, damaged: damaged)
-            if plan.flip != nil { damaged = true }
-            if failure == nil || failure?.code == .integrityMismatch { damaged = false }
-            log.append(failure.map { "→ \($0.code)" } ?? "→ ok")
-        }
-        // Clean tries: the first may still meet damage a try before kept; the second must succeed.
-        let first = Self.randomPlan(&random, versions: versions, clean: true)
-        log.append("clean " + first.description)
-        if let failure = try await attempt(first, damaged: damaged) {
-            log.append("→ \(failure.code)")
-            #expect(
-                damaged && failure.code == .integrityMismatch,
-                "a clean try failed with \(failure.code): \(failure.message), \(log)")
-            let second = Self.randomPlan(&random, versions: versions, clean: true)
-            log.append("clean " + second.description)
-            let again = try await attempt(second, damaged: false)
-            #expect(again == nil, "a second clean try failed: \(again?.message ?? ""), \(log)")
-        }
+            })
     }
 }

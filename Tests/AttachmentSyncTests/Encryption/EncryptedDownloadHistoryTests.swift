@@ -127,6 +127,67 @@ struct EncryptedDownloadHistoryTests {
         return (content, try #require(await memory.file(named: attachment.filename)))
     }
 
+    /// One try of `download` into `target`, as the queue makes it (continuing its partial file from the size
+    /// it has); returns its failure, having checked what a success holds (exactly `expected(version)`, its
+    /// digest that of the bytes on disk, nothing else in `folder`). `damaged`: whether a flipped byte may be
+    /// in what an earlier try kept, or in what this one was served.
+    static func attempt(
+        into target: URL, in folder: TemporaryDirectory, expected: Data, remoteKept: LockedValue<Int?>,
+        damaged: Bool, log: [String], _ download: (Int64) async throws -> RemoteObjectInfo
+    ) async throws -> AttachmentError? {
+        let partial = (try? FileManager.default.attributesOfItem(atPath: target.path)[.size] as? Int) ?? 0
+        do {
+            let info = try await download(Int64(partial))
+            let received = try Data(contentsOf: target)
+            #expect(received == expected, "a success holds \(received.count) bytes, not \(expected.count): \(log)")
+            #expect(info.writtenSize == Int64(received.count), "\(log)")
+            #expect(info.writtenSHA256 == FileStreaming.sha256(received), "\(log)")
+            let left = try FileManager.default.contentsOfDirectory(atPath: folder.path)
+            #expect(left == [target.lastPathComponent], "nothing but the content is left: \(left), \(log)")
+            // The queue moves a finished download away; the next try starts from nothing.
+            try FileManager.default.removeItem(at: target)
+            remoteKept.withLock { $0 = nil }
+            return nil
+        } catch let error as AttachmentError {
+            #expect(
+                [.remoteUnavailable, .integrityMismatch].contains(error.code), "\(error.code): \(error.message), \(log)"
+            )
+            if error.code == .integrityMismatch {
+                #expect(damaged, "a refusal without damage delivered: \(error.message), \(log)")
+            }
+            return error
+        }
+    }
+
+    /// Runs 2 to 6 random tries, then clean ones: the first may still meet damage a try before kept, the
+    /// second must succeed. `attempt` makes one try of a plan (`damaged`: whether damage may be met).
+    static func history<Plan: CustomStringConvertible>(
+        _ random: inout SplitMix64, log: inout [String], plan: (inout SplitMix64, _ clean: Bool) -> Plan,
+        flips: (Plan) -> Bool, attempt: (Plan, _ damaged: Bool, _ log: [String]) async throws -> AttachmentError?
+    ) async throws {
+        var damaged = false
+        for _ in 0..<(2 + Int(random.next(below: 5))) {
+            let next = plan(&random, false)
+            log.append(next.description)
+            let failure = try await attempt(next, damaged || flips(next), log)
+            if flips(next) { damaged = true }
+            if failure == nil || failure?.code == .integrityMismatch { damaged = false }
+            log.append(failure.map { "→ \($0.code)" } ?? "→ ok")
+        }
+        let first = plan(&random, true)
+        log.append("clean " + first.description)
+        if let failure = try await attempt(first, damaged, log) {
+            log.append("→ \(failure.code)")
+            #expect(
+                damaged && failure.code == .integrityMismatch,
+                "a clean try failed with \(failure.code): \(failure.message), \(log)")
+            let second = plan(&random, true)
+            log.append("clean " + second.description)
+            let again = try await attempt(second, false, log)
+            #expect(again == nil, "a second clean try failed: \(again?.message ?? ""), \(log)")
+        }
+    }
+
     static func randomPlan(_ random: inout SplitMix64, versions: [Data], clean: Bool) -> TryPlan {
         let version = Int(random.next(below: UInt64(versions.count)))
         let size = versions[version].count
@@ -173,66 +234,21 @@ struct EncryptedDownloadHistoryTests {
             size: random.next(below: 4) == 0 ? nil : Int64(size))
         var log: [String] = ["segment \(segmentSize), size \(size), freeing \(freeing), ranged \(ranged)"]
 
-        /// One try; returns its failure, having checked what a success holds. `damaged`: whether a flipped
-        /// byte may be in what an earlier try kept.
-        func attempt(_ plan: TryPlan, damaged: Bool) async throws -> AttachmentError? {
-            let base = FaultyDownload(
-                versions: versions, plan: plan, ranged: ranged, kept: remoteKept, content: target)
-            let remote = EncryptedRemoteStorage(
-                wrapping: base, keys: EncryptedRemoteStorageTests.keys, segmentSize: segmentSize,
-                freeingInterval: freeing)
-            // As the queue does: it continues its partial file from the size it has.
-            let partial = (try? FileManager.default.attributesOfItem(atPath: target.path)[.size] as? Int) ?? 0
-            do {
-                let info = try await remote.downloadFile(attachment: attachment, into: target, from: Int64(partial)) {
-                    _ in
+        try await Self.history(
+            &random, log: &log, plan: { Self.randomPlan(&$0, versions: versions, clean: $1) },
+            flips: { $0.flip != nil },
+            attempt: { plan, damaged, log in
+                let remote = EncryptedRemoteStorage(
+                    wrapping: FaultyDownload(
+                        versions: versions, plan: plan, ranged: ranged, kept: remoteKept, content: target),
+                    keys: EncryptedRemoteStorageTests.keys, segmentSize: segmentSize, freeingInterval: freeing)
+                return try await Self.attempt(
+                    into: target, in: folder, expected: contents[plan.version], remoteKept: remoteKept,
+                    damaged: damaged,
+                    log: log
+                ) { partial in
+                    try await remote.downloadFile(attachment: attachment, into: target, from: partial) { _ in }
                 }
-                let received = try Data(contentsOf: target)
-                let expected = contents[plan.version]
-                #expect(
-                    received == expected,
-                    "a success holds \(received.count) bytes, not version \(plan.version)'s \(expected.count): \(log)")
-                #expect(info.writtenSize == Int64(received.count), "\(log)")
-                #expect(info.writtenSHA256 == FileStreaming.sha256(received), "\(log)")
-                let left = try FileManager.default.contentsOfDirectory(atPath: folder.path)
-                #expect(left == [target.lastPathComponent], "nothing but the content is left: \(left), \(log)")
-                // The queue moves a finished download away; the next try starts from nothing.
-                try FileManager.default.removeItem(at: target)
-                remoteKept.withLock { $0 = nil }
-                return nil
-            } catch let error as AttachmentError {
-                #expect(
-                    [.remoteUnavailable, .integrityMismatch].contains(error.code),
-                    "\(error.code): \(error.message), \(log)")
-                if error.code == .integrityMismatch {
-                    #expect(
-                        damaged || plan.flip != nil, "a refusal without damage delivered: \(error.message), \(log)")
-                }
-                return error
-            }
-        }
-
-        var damaged = false
-        for _ in 0..<(2 + Int(random.next(below: 5))) {
-            let plan = Self.randomPlan(&random, versions: versions, clean: false)
-            log.append(plan.description)
-            let failure = try await attempt(plan, damaged: damaged)
-            if plan.flip != nil { damaged = true }
-            if failure == nil || failure?.code == .integrityMismatch { damaged = false }
-            log.append(failure.map { "→ \($0.code)" } ?? "→ ok")
-        }
-        // Clean tries: the first may still meet damage a try before kept; the second must succeed.
-        let first = Self.randomPlan(&random, versions: versions, clean: true)
-        log.append("clean " + first.description)
-        if let failure = try await attempt(first, damaged: damaged) {
-            log.append("→ \(failure.code)")
-            #expect(
-                damaged && failure.code == .integrityMismatch,
-                "a clean try failed with \(failure.code): \(failure.message), \(log)")
-            let second = Self.randomPlan(&random, versions: versions, clean: true)
-            log.append("clean " + second.description)
-            let again = try await attempt(second, damaged: false)
-            #expect(again == nil, "a second clean try failed: \(again?.message ?? ""), \(log)")
-        }
+            })
     }
 }
